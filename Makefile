@@ -1,0 +1,69 @@
+# dioshim — make builds the library and the launcher into build/;
+# make test runs every test; make bench and make demo need root.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+LIBDIR := $(PREFIX)/lib/dioshim
+BUILD := build
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+# Not _FILE_OFFSET_BITS=64: the wrappers must export the plain names.
+XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+	-fPIC -fvisibility=hidden -Iinclude -Ishim \
+	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
+
+LIB_SRC := shim/interpose.c shim/real.c shim/fdtable.c shim/io.c \
+	shim/segment.c shim/reserve.c shim/inflight.c shim/config.c \
+	shim/log.c shim/mem.c
+# The mechanisms without the wrappers: what the command and unit tests link.
+CORE_SRC := shim/segment.c shim/reserve.c shim/inflight.c shim/config.c \
+	shim/log.c shim/mem.c
+HEADERS := $(wildcard include/*.h include/dioshim/*.h shim/*.h shim/*.def)
+
+LIB_OBJ := $(LIB_SRC:shim/%.c=$(BUILD)/obj/%.o)
+CORE_OBJ := $(CORE_SRC:shim/%.c=$(BUILD)/obj/%.o)
+
+Q := @
+ifeq ($(V),1)
+Q :=
+endif
+
+all: $(BUILD)/libdioshim.so $(BUILD)/dioshim
+
+$(BUILD)/obj/%.o: shim/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
+
+$(BUILD)/libdioshim.so: $(LIB_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-z,now \
+		-o $@ $^ -ldl -lpthread
+
+$(BUILD)/dioshim: shim/dioshim/dioshim.c $(CORE_OBJ) $(HEADERS)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -o $@ $< $(CORE_OBJ) -lpthread
+
+# ---- tests ---------------------------------------------------------------
+include tests/tests.mk
+
+# ---- benchmarks and the demo (root: they make scratch filesystems) --------
+include bench/bench.mk
+
+deps:
+	@contrib/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)
+	install -m 0755 $(BUILD)/libdioshim.so $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(BUILD)/dioshim $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/include/dioshim
+	install -m 0644 include/dioshim.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 include/dioshim/layout.h \
+		$(DESTDIR)$(PREFIX)/include/dioshim/
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all deps install clean

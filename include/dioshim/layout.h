@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dioshim shared-memory layout: the ABI between every shimmed process that
+ * has one file open and the dioshim command.
+ *
+ * One segment per inode, named DIOSHIM_SEG_PREFIX "<dev>.<ino>" (hex) in
+ * the shared-memory directory, created O_EXCL|O_NOFOLLOW with mode 0600 (or
+ * the configured group mode).  Every word below is read from memory that
+ * another process can write: readers bounds-check what they use, and nothing
+ * destructive is done on a word's say alone (a trim re-checks with fstat and
+ * SEEK_DATA first).
+ *
+ * Lock order, for every process that takes more than one:
+ *	attach_lock -> barrier_lock -> (drain) -> ext_lock
+ * Writers hold no segment lock while they wait for the barrier, so a barrier
+ * raiser that drains them can never wait on a lock they hold.
+ *
+ * Any change of meaning or of an offset bumps DIOSHIM_LAYOUT_VERSION; a
+ * process that finds another version passes every call through.
+ */
+#ifndef DIOSHIM_LAYOUT_H
+#define DIOSHIM_LAYOUT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define DIOSHIM_ATOMIC(t) t
+#else
+#include <stdatomic.h>
+#define DIOSHIM_ATOMIC(t) _Atomic t
+#endif
+
+#define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
+#define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
+#define DIOSHIM_LAYOUT_VERSION 1u
+#define DIOSHIM_CACHELINE 64
+
+#define DIOSHIM_SEG_PREFIX "dioshim."
+#define DIOSHIM_HINT_PREFIX "dioshim-hint."
+
+#define DIOSHIM_MAX_PROCS 128 /* attach slots: processes with the file open */
+#define DIOSHIM_SLOT_SHARDS 4 /* in-flight shards per process */
+#define DIOSHIM_STRIPES 256 /* extent-lock stripes */
+#define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
+
+/* Segment state: written by the creator and by the last detacher only. */
+enum dioshim_seg_state {
+	DIOSHIM_SEG_INIT = 0, /* being initialised by its creator */
+	DIOSHIM_SEG_READY = 1, /* in use */
+	DIOSHIM_SEG_DEAD = 2, /* unlinked by the last detacher: re-open */
+};
+
+/* How the inode's birth was identified, in dioshim_seg.birth_kind. */
+enum dioshim_birth_kind {
+	DIOSHIM_BIRTH_NONE = 0, /* the filesystem reports none */
+	DIOSHIM_BIRTH_BTIME = 1, /* statx btime */
+};
+
+/* dioshim_seg.flags */
+#define DIOSHIM_SEGF_NO_RESERVE 0x1u /* fallocate unsupported: never reserve */
+
+/*
+ * Owner of a slot or a lock: a process, named so that a recycled pid never
+ * passes for the process that died.  pid alone is not enough; starttime is
+ * field 22 of /proc/PID/stat (clock ticks since boot), pidns the inode of
+ * /proc/self/ns/pid (a pid is only meaningful inside its namespace).
+ */
+struct dioshim_owner {
+	DIOSHIM_ATOMIC(uint64_t) pid_start; /* pid | starttime << 22; 0 = free */
+	uint64_t pidns;
+};
+#define DIOSHIM_OWNER_PID_BITS 22
+#define DIOSHIM_OWNER_PID_MASK ((1ULL << DIOSHIM_OWNER_PID_BITS) - 1)
+
+/*
+ * One in-flight shard: written only by the threads of the owning process
+ * that hash to it, so no cache line is written by every write of every
+ * thread.  The statistics ride on the same line, which the write dirties
+ * anyway.
+ */
+struct dioshim_shard {
+	DIOSHIM_ATOMIC(int64_t) inflight; /* writes between enter and exit */
+	DIOSHIM_ATOMIC(uint64_t) writes; /* write calls handled */
+	DIOSHIM_ATOMIC(uint64_t) bytes; /* bytes those calls wrote */
+	DIOSHIM_ATOMIC(uint64_t) extends; /* writes that moved eof */
+	DIOSHIM_ATOMIC(uint64_t) appends; /* O_APPEND writes emulated */
+	DIOSHIM_ATOMIC(uint64_t) reads_clamped; /* reads cut at eof */
+	uint64_t pad[2];
+} __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+/* An attached process: one per process that has the file open. */
+struct dioshim_slot {
+	struct dioshim_owner owner;
+	DIOSHIM_ATOMIC(uint64_t) reserves; /* fallocate reservations made */
+	DIOSHIM_ATOMIC(uint64_t) exact; /* extending writes the kernel did */
+	DIOSHIM_ATOMIC(uint64_t) barriers; /* barriers raised */
+	uint64_t pad[3];
+	struct dioshim_shard shard[DIOSHIM_SLOT_SHARDS];
+} __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+/* One extent-lock stripe (the extent-lock table, DESIGN.md 2.4). */
+struct dioshim_stripe {
+	DIOSHIM_ATOMIC(uint32_t) word; /* readers count | writer bit */
+	DIOSHIM_ATOMIC(uint32_t) waiters;
+	struct dioshim_owner writer;
+	uint64_t pad[5];
+} __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+struct dioshim_seg {
+	/* Identity: written once by the creator, before state turns READY. */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size; /* sizeof(struct dioshim_seg) */
+	uint64_t dev; /* st_dev of the file */
+	uint64_t ino; /* st_ino of the file */
+	int64_t birth_sec; /* statx btime, if birth_kind says so */
+	uint32_t birth_nsec;
+	uint32_t birth_kind;
+	uint32_t fs_magic; /* statfs f_type */
+	uint32_t blksize; /* st_blksize, a power of two <= 1 MiB */
+	DIOSHIM_ATOMIC(uint32_t) state; /* enum dioshim_seg_state */
+	DIOSHIM_ATOMIC(uint32_t) flags; /* DIOSHIM_SEGF_* */
+
+	/*
+	 * Sizes.  Invariants: eof <= tail, eof <= phys.  phys is the kernel's
+	 * i_size whenever no extension is in progress (changed only under
+	 * ext_lock).  [eof, phys) holds no data once the writes in flight past
+	 * eof have completed.  eof only grows, except under the barrier; tail
+	 * likewise.
+	 */
+	DIOSHIM_ATOMIC(uint64_t) eof __attribute__((aligned(DIOSHIM_CACHELINE)));
+	DIOSHIM_ATOMIC(uint64_t) tail; /* next O_APPEND offset: max end issued */
+	DIOSHIM_ATOMIC(uint64_t) phys; /* kernel size: eof + reservation */
+	uint64_t size_pad[5];
+
+	/* Reservation policy state: only under ext_lock. */
+	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
+	uint64_t last_reserve_ns; /* CLOCK_MONOTONIC of the last reservation */
+	uint64_t last_reserve_phys; /* phys just before it */
+	uint64_t policy_pad[5];
+
+	/*
+	 * Barrier: raised (non-zero) while a size change drains the writers.
+	 * Writers read it after announcing themselves in their shard; the
+	 * raiser reads the shards after raising it (both seq_cst: one of the
+	 * two always sees the other).
+	 */
+	DIOSHIM_ATOMIC(uint32_t) barrier __attribute__((aligned(DIOSHIM_CACHELINE)));
+	uint32_t barrier_pad;
+	struct dioshim_owner barrier_owner;
+	uint64_t barrier_pad2[5];
+
+	/* Robust process-shared mutexes: the kernel hands a dead owner's lock
+	 * to the next locker with EOWNERDEAD. */
+	pthread_mutex_t barrier_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
+	pthread_mutex_t ext_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
+	pthread_mutex_t attach_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+	/* Attach table: users counts the owned slots, under attach_lock. */
+	DIOSHIM_ATOMIC(uint32_t) users __attribute__((aligned(DIOSHIM_CACHELINE)));
+	uint32_t users_pad;
+	struct dioshim_owner creator;
+	uint64_t attach_pad[5];
+
+	/* Group commit (DESIGN.md 2.7) and the durable-EOF record (5). */
+	DIOSHIM_ATOMIC(uint64_t) sync_seq __attribute__((aligned(DIOSHIM_CACHELINE)));
+	DIOSHIM_ATOMIC(uint64_t) sync_done;
+	DIOSHIM_ATOMIC(int32_t) sync_err;
+	uint32_t sync_pad;
+	DIOSHIM_ATOMIC(uint64_t) recorded_eof; /* eof in user.dioshim.eof */
+	DIOSHIM_ATOMIC(uint64_t) recorded_phys;
+	uint64_t commit_pad[3];
+	pthread_mutex_t commit_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+	struct dioshim_slot slot[DIOSHIM_MAX_PROCS];
+	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
+
+	/* Hole prefill (DESIGN.md 2.2): bit i covers chunk i of prefill_chunk
+	 * bytes; prefill_chunk only grows, under ext_lock. */
+	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
+	uint64_t prefill_pad[7];
+	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];
+};
+
+/*
+ * The hint: one small segment per user (or per group, in group mode) that
+ * says whether any file segment may exist.  Processes that never touch a
+ * file with a segment (a build, tar) then pay no syscall to find out.
+ * live over-counts after a crash (a segment left behind), never
+ * under-counts: creators add before creating and subtract after unlinking.
+ */
+struct dioshim_hint {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;
+	DIOSHIM_ATOMIC(uint64_t) live __attribute__((aligned(DIOSHIM_CACHELINE)));
+	DIOSHIM_ATOMIC(uint64_t) gen; /* bumped by every segment creation */
+	uint64_t pad[6];
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct dioshim_shard) == DIOSHIM_CACHELINE, "shard");
+_Static_assert(sizeof(struct dioshim_stripe) == DIOSHIM_CACHELINE, "stripe");
+_Static_assert(sizeof(struct dioshim_slot) ==
+		       (1 + DIOSHIM_SLOT_SHARDS) * DIOSHIM_CACHELINE,
+	       "slot");
+_Static_assert(sizeof(pthread_mutex_t) == 40, "glibc x86_64 mutex");
+_Static_assert(offsetof(struct dioshim_seg, eof) == 1 * DIOSHIM_CACHELINE,
+	       "eof line");
+_Static_assert(offsetof(struct dioshim_seg, chunk) == 2 * DIOSHIM_CACHELINE,
+	       "policy line");
+_Static_assert(offsetof(struct dioshim_seg, barrier) == 3 * DIOSHIM_CACHELINE,
+	       "barrier line");
+_Static_assert(offsetof(struct dioshim_seg, barrier_lock) ==
+		       4 * DIOSHIM_CACHELINE,
+	       "barrier lock line");
+_Static_assert(offsetof(struct dioshim_seg, users) == 7 * DIOSHIM_CACHELINE,
+	       "attach line");
+_Static_assert(offsetof(struct dioshim_seg, sync_seq) == 8 * DIOSHIM_CACHELINE,
+	       "commit line");
+_Static_assert(offsetof(struct dioshim_seg, slot) == 10 * DIOSHIM_CACHELINE,
+	       "slots");
+_Static_assert(offsetof(struct dioshim_seg, stripe) ==
+		       10 * DIOSHIM_CACHELINE +
+			       DIOSHIM_MAX_PROCS * sizeof(struct dioshim_slot),
+	       "stripes");
+_Static_assert(sizeof(struct dioshim_seg) <= 128 * 1024, "segment budget");
+_Static_assert(sizeof(struct dioshim_hint) == 2 * DIOSHIM_CACHELINE, "hint");
+#endif
+
+#endif /* DIOSHIM_LAYOUT_H */

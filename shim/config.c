@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Configuration from the environment.  Read once, in the constructor (or by
+ * the first wrapper that runs before it); malformed values keep the default
+ * and say so in the log, since the application must run as it would without
+ * the shim.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include "log.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+
+struct config config = {
+	.reserve = 1u << 20,
+	.reserve_max = 64u << 20,
+	.fs_mask = CONFIG_FS_EXT4 | CONFIG_FS_XFS,
+	.shm_mode = 0600,
+	.shm_dir = "/dev/shm",
+};
+
+bool config_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return false;
+	v = strtoull(s, &end, 10);
+	switch (tolower((unsigned char)*end)) {
+	case 'k':
+		shift = 10;
+		break;
+	case 'm':
+		shift = 20;
+		break;
+	case 'g':
+		shift = 30;
+		break;
+	case 't':
+		shift = 40;
+		break;
+	case '\0':
+		break;
+	default:
+		return false;
+	}
+	if (shift) {
+		end++;
+		if (tolower((unsigned char)*end) == 'i')
+			end++;
+		if (tolower((unsigned char)*end) == 'b')
+			end++;
+	}
+	if (*end || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+uint32_t config_fs_bit(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	case EXT4_SUPER_MAGIC:
+		return CONFIG_FS_EXT4;
+	case XFS_SUPER_MAGIC:
+		return CONFIG_FS_XFS;
+	case TMPFS_MAGIC:
+		return CONFIG_FS_TMPFS;
+	}
+	return 0;
+}
+
+static uint32_t parse_fs_list(const char *s)
+{
+	uint32_t mask = 0;
+	char word[16];
+
+	while (*s) {
+		size_t n = strcspn(s, ", ");
+
+		if (n && n < sizeof(word)) {
+			memcpy(word, s, n);
+			word[n] = '\0';
+			if (!strcasecmp(word, "ext4"))
+				mask |= CONFIG_FS_EXT4;
+			else if (!strcasecmp(word, "xfs"))
+				mask |= CONFIG_FS_XFS;
+			else if (!strcasecmp(word, "tmpfs"))
+				mask |= CONFIG_FS_TMPFS;
+			else
+				log_msg("DIOSHIM_FS: unknown filesystem '%s'",
+					word);
+		}
+		s += n;
+		s += strspn(s, ", ");
+	}
+	return mask;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static void load_size(const char *name, uint64_t *dst)
+{
+	const char *v = getenv(name);
+	uint64_t n;
+
+	if (!v)
+		return;
+	if (config_parse_size(v, &n) && n >= 4096)
+		*dst = n;
+	else
+		log_msg("%s=%s: not a size of at least 4k, keeping %llu", name,
+			v, (unsigned long long)*dst);
+}
+
+void config_load(void)
+{
+	const char *v;
+
+	/* The log first, so that what follows can complain. */
+	if ((v = getenv("DIOSHIM_LOG")) && *v)
+		copy_str(config.log_path, sizeof(config.log_path), v);
+	if ((v = getenv("DIOSHIM_DISABLE")) && *v && strcmp(v, "0"))
+		config.disable = true;
+	load_size("DIOSHIM_RESERVE", &config.reserve);
+	load_size("DIOSHIM_RESERVE_MAX", &config.reserve_max);
+	if (config.reserve_max < config.reserve)
+		config.reserve_max = config.reserve;
+	if ((v = getenv("DIOSHIM_FS")))
+		config.fs_mask = parse_fs_list(v);
+	if ((v = getenv("DIOSHIM_SHM_DIR")) && *v == '/')
+		copy_str(config.shm_dir, sizeof(config.shm_dir), v);
+	if ((v = getenv("DIOSHIM_SHM_MODE"))) {
+		char *end;
+		unsigned long m = strtoul(v, &end, 8);
+
+		if (*end == '\0' && (m == 0600 || m == 0660))
+			config.shm_mode = (mode_t)m;
+		else
+			log_msg("DIOSHIM_SHM_MODE=%s: only 0600 or 0660", v);
+	}
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* Configuration, read once from the environment when the library loads. */
+#ifndef DIOSHIM_CONFIG_H
+#define DIOSHIM_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct config {
+	bool disable; /* DIOSHIM_DISABLE: pass every call through */
+	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
+	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
+	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */
+	mode_t shm_mode; /* DIOSHIM_SHM_MODE: 0600, or 0660 for a group */
+	char shm_dir[256]; /* DIOSHIM_SHM_DIR: where segments live */
+	char log_path[256]; /* DIOSHIM_LOG: "" silent, "stderr", or a file */
+};
+
+#define CONFIG_FS_EXT4 0x1u
+#define CONFIG_FS_XFS 0x2u
+#define CONFIG_FS_TMPFS 0x4u
+
+extern struct config config;
+
+/* Fill config from the environment (no heap: safe in a constructor). */
+void config_load(void);
+
+/* Parse "4096", "64k", "1M", "2g" into bytes; false if malformed. */
+bool config_parse_size(const char *s, uint64_t *out);
+
+/* CONFIG_FS_* bit for a statfs f_type, 0 if dioshim does not know it. */
+uint32_t config_fs_bit(long f_type);
+
+#endif

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dioshim: run a command with libdioshim.so preloaded, and look at the
+ * shared state of files being written.
+ *
+ *   dioshim [--] CMD [ARGS...]   run CMD under the shim
+ *   dioshim status FILE...       show the logical EOF, the reservation and
+ *                                the writers of each file
+ *
+ * The library is found next to this program (the build tree) or in
+ * ../lib/dioshim/ (an install); it is prepended to LD_PRELOAD, never put in
+ * place of what is there.
+ */
+#define _GNU_SOURCE
+#include "dioshim.h"
+
+#include "config.h"
+#include "inflight.h"
+#include "segment.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef DIOSHIM_LIBDIR
+#define DIOSHIM_LIBDIR "/usr/local/lib/dioshim"
+#endif
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: dioshim [--] COMMAND [ARGS...]\n"
+		"       dioshim status FILE...\n"
+		"       dioshim --help | --version\n"
+		"\n"
+		"Runs COMMAND with libdioshim.so preloaded, so that its O_DIRECT\n"
+		"writes to one file run in parallel on ext4 and XFS.\n"
+		"\n"
+		"Environment (read by the library):\n"
+		"  DIOSHIM_DISABLE=1        pass every call through\n"
+		"  DIOSHIM_LOG=FILE|stderr  log fallbacks and recoveries\n"
+		"  DIOSHIM_RESERVE=1M       first (smallest) reservation chunk\n"
+		"  DIOSHIM_RESERVE_MAX=64M  largest reservation chunk\n"
+		"  DIOSHIM_FS=ext4,xfs      filesystems to accelerate (tmpfs too)\n"
+		"  DIOSHIM_SHM_DIR=/dev/shm where the shared segments live\n"
+		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n");
+}
+
+static int file_exists(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The library that belongs with this launcher. */
+static int find_library(char *out, size_t cap)
+{
+	char exe[PATH_MAX - 64], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			if (snprintf(out, cap, "%s/libdioshim.so", exe) <
+				    (int)cap &&
+			    file_exists(out))
+				return 0;
+			if (snprintf(out, cap, "%s/../lib/dioshim/libdioshim.so",
+				     exe) < (int)cap &&
+			    file_exists(out))
+				return 0;
+		}
+	}
+	snprintf(out, cap, "%s/libdioshim.so", DIOSHIM_LIBDIR);
+	return file_exists(out) ? 0 : -1;
+}
+
+static int run(char **argv)
+{
+	char lib[PATH_MAX], *preload;
+	const char *old = getenv("LD_PRELOAD");
+	size_t n;
+
+	if (find_library(lib, sizeof(lib))) {
+		fprintf(stderr, "dioshim: libdioshim.so not found\n");
+		return 127;
+	}
+	n = strlen(lib) + (old ? strlen(old) + 1 : 0) + 1;
+	preload = malloc(n);
+	if (!preload)
+		return 127;
+	if (old && *old)
+		snprintf(preload, n, "%s:%s", lib, old);
+	else
+		snprintf(preload, n, "%s", lib);
+	setenv("LD_PRELOAD", preload, 1);
+	execvp(argv[0], argv);
+	fprintf(stderr, "dioshim: %s: %s\n", argv[0], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+static int status(char **files)
+{
+	int rc = 0;
+
+	for (; *files; files++) {
+		char path[PATH_MAX];
+		struct dioshim_seg *seg;
+		struct stat st;
+		uint64_t writes = 0, bytes = 0, appends = 0, reserves = 0,
+			 exact = 0;
+		int i, j, procs = 0;
+
+		if (stat(*files, &st)) {
+			fprintf(stderr, "dioshim: %s: %s\n", *files,
+				strerror(errno));
+			rc = 1;
+			continue;
+		}
+		segment_path(path, sizeof(path), st.st_dev, st.st_ino);
+		seg = segment_map_path(path, false);
+		if (!seg) {
+			printf("%s: no segment (size %lld)\n", *files,
+			       (long long)st.st_size);
+			continue;
+		}
+		for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+			struct dioshim_slot *s = &seg->slot[i];
+
+			if (!atomic_load(&s->owner.pid_start))
+				continue;
+			procs++;
+			reserves += atomic_load(&s->reserves);
+			exact += atomic_load(&s->exact);
+			for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++) {
+				writes += atomic_load(&s->shard[j].writes);
+				bytes += atomic_load(&s->shard[j].bytes);
+				appends += atomic_load(&s->shard[j].appends);
+			}
+		}
+		printf("%s: eof %llu phys %llu tail %llu kernel-size %lld "
+		       "users %u procs %d inflight %lld writes %llu bytes %llu "
+		       "appends %llu reserves %llu exact %llu\n",
+		       *files, (unsigned long long)atomic_load(&seg->eof),
+		       (unsigned long long)atomic_load(&seg->phys),
+		       (unsigned long long)atomic_load(&seg->tail),
+		       (long long)st.st_size, atomic_load(&seg->users), procs,
+		       (long long)inflight_count(seg),
+		       (unsigned long long)writes, (unsigned long long)bytes,
+		       (unsigned long long)appends,
+		       (unsigned long long)reserves, (unsigned long long)exact);
+		segment_unmap(seg);
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("dioshim %s\n", DIOSHIM_VERSION);
+		return 0;
+	}
+	config_load();
+	if (!strcmp(argv[1], "--")) {
+		if (argc < 3) {
+			usage(stderr);
+			return 2;
+		}
+		return run(argv + 2);
+	}
+	if (!strcmp(argv[1], "status")) {
+		if (argc < 3) {
+			usage(stderr);
+			return 2;
+		}
+		return status(argv + 2);
+	}
+	if (argv[1][0] == '-') {
+		fprintf(stderr, "dioshim: unknown option %s\n", argv[1]);
+		usage(stderr);
+		return 2;
+	}
+	return run(argv + i);
+}

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fd table.
+ *
+ * Two levels of lazily mmap'd chunks, so memory grows with the highest fd
+ * seen, not with RLIMIT_NOFILE; a lookup is two dependent loads.  Entries
+ * are NULL (never seen), OFD_PASS, or an ofd shared by the fds that dup
+ * made of one another.
+ *
+ * An fd closed behind the shim's back (fclose of an fdopen'd stream, a raw
+ * syscall) leaves a stale entry until the number is reused: an open through
+ * the shim replaces it, and its segment reference is then dropped without a
+ * trim, since the number now names another file.
+ */
+#define _GNU_SOURCE
+#include "fdtable.h"
+
+#include "io.h"
+#include "log.h"
+#include "mem.h"
+#include "sys.h"
+
+#include <string.h>
+
+#define FDT_SHIFT 10
+#define FDT_CHUNK (1u << FDT_SHIFT)
+#define FDT_CHUNKS 1024u
+#define FDT_MAX (FDT_CHUNK * FDT_CHUNKS)
+
+typedef struct ofd *_Atomic fd_entry;
+
+static fd_entry *_Atomic fdt[FDT_CHUNKS];
+static pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ofd *ofd_free;
+
+static inline struct ofd *entry_get(int fd)
+{
+	fd_entry *c;
+
+	if ((unsigned)fd >= FDT_MAX)
+		return OFD_PASS;
+	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+				 memory_order_acquire);
+	if (!c)
+		return NULL;
+	return atomic_load_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)],
+				    memory_order_acquire);
+}
+
+/* Under fdt_lock. */
+static void entry_set(int fd, struct ofd *o)
+{
+	fd_entry *c;
+
+	if ((unsigned)fd >= FDT_MAX)
+		return;
+	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+				 memory_order_acquire);
+	if (!c) {
+		if (!o)
+			return;
+		c = mem_alloc(FDT_CHUNK * sizeof(fd_entry));
+		if (!c)
+			return; /* unknown stays unknown: passed through */
+		atomic_store_explicit(&fdt[(unsigned)fd >> FDT_SHIFT], c,
+				      memory_order_release);
+	}
+	atomic_store_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)], o,
+			      memory_order_release);
+}
+
+static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
+			   uint64_t gen)
+{
+	struct ofd *o = ofd_free;
+
+	if (o)
+		ofd_free = o->next;
+	else
+		o = mem_alloc(sizeof(*o));
+	if (!o) {
+		if (f)
+			segment_put(f, -1);
+		return OFD_PASS;
+	}
+	memset(o, 0, sizeof(*o));
+	pthread_mutex_init(&o->pos_lock, NULL);
+	atomic_store(&o->file, f);
+	atomic_store(&o->flags, (uint32_t)flags);
+	o->state = state;
+	o->checked_gen = gen;
+	o->refs = 1;
+	return o;
+}
+
+/* Drop one fd's reference; fd is still open (or -1 when the number no
+ * longer names this file). */
+static void ofd_put(struct ofd *o, int fd)
+{
+	struct shim_file *f;
+
+	if (o == OFD_PASS || --o->refs)
+		return;
+	f = atomic_load(&o->file);
+	o->next = ofd_free;
+	ofd_free = o;
+	if (f)
+		segment_put(f, fd);
+}
+
+static bool direct_writer(int flags)
+{
+	return (flags & O_DIRECT) && (flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* Identify fd and attach it if its file has (or, for an O_DIRECT writer,
+ * gets) a segment.  Under fdt_lock. */
+static struct shim_file *identify_attach(int fd, int flags, bool *servable)
+{
+	struct file_id id;
+
+	*servable = file_identify(fd, &id);
+	if (!*servable)
+		return NULL;
+	if (!io_kernel_ready()) {
+		*servable = false;
+		return NULL;
+	}
+	return segment_attach(fd, &id, direct_writer(flags));
+}
+
+/* Under fdt_lock. */
+static struct ofd *classify(int fd, int flags)
+{
+	struct shim_file *f;
+	uint64_t gen;
+	bool servable;
+
+	if (flags & (O_PATH | O_DIRECTORY))
+		return OFD_PASS;
+	/* The generation is read before looking: a segment created after
+	 * this point changes it, and the fd is looked at again. */
+	gen = hint_gen();
+	if (!direct_writer(flags) && !hint_maybe_live())
+		return ofd_new(flags, OFD_UNCHECKED, NULL, gen);
+	f = identify_attach(fd, flags, &servable);
+	if (!servable)
+		return OFD_PASS;
+	return ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen);
+}
+
+static struct ofd *adopt(int fd)
+{
+	struct ofd *o;
+	int flags;
+
+	pthread_mutex_lock(&fdt_lock);
+	o = entry_get(fd);
+	if (!o) {
+		flags = sys_fcntl(fd, F_GETFL, 0);
+		if (flags >= 0) {
+			o = classify(fd, flags);
+			entry_set(fd, o);
+		}
+	}
+	pthread_mutex_unlock(&fdt_lock);
+	return o;
+}
+
+static void recheck(int fd, struct ofd *o, uint64_t gen)
+{
+	struct shim_file *f;
+	bool servable;
+
+	pthread_mutex_lock(&fdt_lock);
+	if (entry_get(fd) == o && !atomic_load(&o->file) &&
+	    o->state != OFD_NEVER) {
+		f = identify_attach(fd, (int)atomic_load(&o->flags),
+				    &servable);
+		if (!servable) {
+			o->state = OFD_NEVER;
+		} else if (f) {
+			o->state = OFD_ATTACHED;
+			atomic_store_explicit(&o->file, f,
+					      memory_order_release);
+		} else {
+			o->state = OFD_WATCH;
+		}
+		o->checked_gen = gen;
+	}
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+struct ofd *fdtable_peek(int fd)
+{
+	return entry_get(fd);
+}
+
+struct ofd *fdtable_resolve(int fd)
+{
+	struct ofd *o = entry_get(fd);
+	struct shim_file *f;
+	uint64_t gen;
+
+	if (o == OFD_PASS)
+		return NULL;
+	if (!o) {
+		o = adopt(fd);
+		if (!o || o == OFD_PASS)
+			return NULL;
+	}
+	f = atomic_load_explicit(&o->file, memory_order_acquire);
+	if (f)
+		return f->slot >= 0 ? o : NULL;
+	/* Watching: one load says whether any segment exists at all. */
+	if (!hint_maybe_live())
+		return NULL;
+	gen = hint_gen();
+	if (gen == __atomic_load_n(&o->checked_gen, __ATOMIC_RELAXED) &&
+	    gen != UINT64_MAX)
+		return NULL;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == OFD_NEVER)
+		return NULL;
+	recheck(fd, o, gen);
+	f = atomic_load_explicit(&o->file, memory_order_acquire);
+	return f && f->slot >= 0 ? o : NULL;
+}
+
+void fdtable_opened(int fd, int flags)
+{
+	struct ofd *stale;
+
+	pthread_mutex_lock(&fdt_lock);
+	stale = entry_get(fd);
+	if (stale && stale != OFD_PASS)
+		ofd_put(stale, -1);
+	entry_set(fd, classify(fd, flags));
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_close(int fd)
+{
+	struct ofd *o;
+
+	if (!entry_get(fd))
+		return;
+	pthread_mutex_lock(&fdt_lock);
+	o = entry_get(fd);
+	if (o) {
+		entry_set(fd, NULL);
+		ofd_put(o, fd);
+	}
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+/* Under fdt_lock: drop every entry in [lo, hi]. */
+static void drop_range(unsigned lo, unsigned hi)
+{
+	unsigned c, i;
+
+	if (hi >= FDT_MAX)
+		hi = FDT_MAX - 1;
+	for (c = lo >> FDT_SHIFT; c <= hi >> FDT_SHIFT && lo <= hi; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		if (!chunk)
+			continue;
+		for (i = 0; i < FDT_CHUNK; i++) {
+			unsigned fd = (c << FDT_SHIFT) | i;
+			struct ofd *o;
+
+			if (fd < lo || fd > hi)
+				continue;
+			o = atomic_load(&chunk[i]);
+			if (!o)
+				continue;
+			atomic_store(&chunk[i], NULL);
+			ofd_put(o, (int)fd);
+		}
+	}
+}
+
+void fdtable_close_range(unsigned lo, unsigned hi)
+{
+	pthread_mutex_lock(&fdt_lock);
+	drop_range(lo, hi);
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_dup(int oldfd, int newfd)
+{
+	struct ofd *o, *stale;
+
+	pthread_mutex_lock(&fdt_lock);
+	o = entry_get(oldfd);
+	stale = entry_get(newfd);
+	if (stale && stale != OFD_PASS)
+		ofd_put(stale, -1);
+	if (o && o != OFD_PASS)
+		o->refs++;
+	entry_set(newfd, o);
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_setfl(int fd)
+{
+	struct ofd *o;
+	struct shim_file *f;
+	bool servable;
+	int flags;
+
+	pthread_mutex_lock(&fdt_lock);
+	o = entry_get(fd);
+	flags = sys_fcntl(fd, F_GETFL, 0);
+	if (o && o != OFD_PASS && flags >= 0) {
+		atomic_store(&o->flags, (uint32_t)flags);
+		/* O_DIRECT turned on for a writer: from now on it is one. */
+		if (!atomic_load(&o->file) && o->state != OFD_NEVER &&
+		    direct_writer(flags)) {
+			f = identify_attach(fd, flags, &servable);
+			if (!servable)
+				o->state = OFD_NEVER;
+			if (f) {
+				o->state = OFD_ATTACHED;
+				atomic_store_explicit(&o->file, f,
+						      memory_order_release);
+			}
+		}
+	}
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_release_all(void)
+{
+	pthread_mutex_lock(&fdt_lock);
+	drop_range(0, FDT_MAX - 1);
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_atfork_prepare(void)
+{
+	pthread_mutex_lock(&fdt_lock);
+	segment_atfork_prepare();
+	mem_atfork_prepare();
+}
+
+void fdtable_atfork_parent(void)
+{
+	mem_atfork_release();
+	segment_atfork_parent();
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_atfork_child(void)
+{
+	unsigned c, i;
+
+	mem_atfork_release();
+	segment_atfork_child();
+	/* A position lock held by a parent thread that the child does not
+	 * have would never be released. */
+	for (c = 0; c < FDT_CHUNKS; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		if (!chunk)
+			continue;
+		for (i = 0; i < FDT_CHUNK; i++) {
+			struct ofd *o = atomic_load(&chunk[i]);
+
+			if (o && o != OFD_PASS)
+				pthread_mutex_init(&o->pos_lock, NULL);
+		}
+	}
+	pthread_mutex_unlock(&fdt_lock);
+}

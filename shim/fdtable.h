@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-process fd table: fd -> open file description (ofd) -> attached
+ * segment.  Filled at open/dup/fcntl and lazily on the first intercepted
+ * call for an fd the shim has not seen (inherited through exec, opened
+ * before the library loaded, opened by stdio); cleared at close.
+ *
+ * Reading an entry is two dependent loads and never takes a lock; every
+ * change is made under fdt_lock.  Lock order: fdt_lock -> files_lock
+ * (segment.c) -> the segment's locks.
+ */
+#ifndef DIOSHIM_FDTABLE_H
+#define DIOSHIM_FDTABLE_H
+
+#include "segment.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum ofd_state {
+	OFD_UNCHECKED, /* flags known; not yet identified (nothing was live) */
+	OFD_WATCH, /* a regular file dioshim could serve; no segment yet */
+	OFD_ATTACHED, /* file points at its segment */
+	OFD_NEVER, /* adopted unchecked, then found not servable */
+};
+
+/*
+ * One open file description as this process sees it: fds made by dup
+ * share one, as they share the kernel's.  pos_lock serialises the calls
+ * that use the file position (read, write, readv, writev) as the kernel's
+ * f_pos_lock does, because the shim turns them into a position read, a
+ * positional call and a position update.
+ */
+struct ofd {
+	pthread_mutex_t pos_lock;
+	struct shim_file *_Atomic file; /* set once, when attached */
+	_Atomic uint32_t flags; /* F_GETFL flags, as last set through us */
+	uint32_t state; /* enum ofd_state; under fdt_lock */
+	uint64_t checked_gen; /* hint generation when last identified */
+	unsigned refs; /* fds pointing here; under fdt_lock */
+	struct ofd *next; /* every live ofd, or the free list */
+};
+
+/* An fd the shim never serves (not a regular file of a configured
+ * filesystem, an O_PATH fd). */
+#define OFD_PASS ((struct ofd *)1)
+
+/*
+ * The ofd to apply the shim's rules with, or NULL to pass the call
+ * through.  Adopts an fd it has not seen; re-checks a watched one when a
+ * segment has appeared since it last looked.
+ */
+struct ofd *fdtable_resolve(int fd);
+
+/* The entry as it is, without adopting or re-checking (NULL: unknown). */
+struct ofd *fdtable_peek(int fd);
+
+/* fd was just opened with flags. */
+void fdtable_opened(int fd, int flags);
+/* fd is about to be closed (still open: the last detach trims through it). */
+void fdtable_close(int fd);
+/* Every fd in [lo, hi] is about to be closed. */
+void fdtable_close_range(unsigned lo, unsigned hi);
+/* newfd is now a duplicate of oldfd. */
+void fdtable_dup(int oldfd, int newfd);
+/* F_SETFL succeeded on fd. */
+void fdtable_setfl(int fd);
+/* The process is ending: detach everything (trimming where last). */
+void fdtable_release_all(void);
+
+void fdtable_atfork_prepare(void);
+void fdtable_atfork_parent(void);
+void fdtable_atfork_child(void);
+
+#endif

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The wrappers.  Each decides one thing — is this call the shim's? — and
+ * hands it to a mechanism (io.c, fdtable.c); everything else goes to the
+ * real function untouched.  A wrapper entered while this thread is already
+ * inside the shim (a signal handler) passes its call through.
+ *
+ * Only the interposed names are exported (-fvisibility=hidden elsewhere).
+ * The library is not built with _FILE_OFFSET_BITS=64: open and pread would
+ * then be exported as open64 and pread64, and the plain names missed.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "fdtable.h"
+#include "io.h"
+#include "log.h"
+#include "real.h"
+#include "segment.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#ifndef __O_TMPFILE
+#define __O_TMPFILE (O_TMPFILE & ~O_DIRECTORY)
+#endif
+#define OPEN_NEEDS_MODE(fl) \
+	(((fl) & O_CREAT) || ((fl) & __O_TMPFILE) == __O_TMPFILE)
+
+/* ---- start-up and shut-down ------------------------------------------- */
+
+static int lib_ready;
+static int lib_exiting;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+	fdtable_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	fdtable_atfork_parent();
+}
+
+static void atfork_child(void)
+{
+	fdtable_atfork_child();
+}
+
+static void lib_init_once(void)
+{
+	real_resolve();
+	config_load();
+	if (!config.disable)
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	__atomic_store_n(&lib_ready, 1, __ATOMIC_RELEASE);
+}
+
+static inline void lib_ensure(void)
+{
+	if (__builtin_expect(!__atomic_load_n(&lib_ready, __ATOMIC_ACQUIRE), 0))
+		pthread_once(&lib_once, lib_init_once);
+}
+
+/* Whether wrappers act at all right now. */
+static inline bool shim_on(void)
+{
+	lib_ensure();
+	return !config.disable && !io_busy &&
+	       !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void lib_constructor(void)
+{
+	lib_ensure();
+	if (!config.disable)
+		segment_reclaim_self();
+}
+
+/* A process ends without closing its files: detach from every segment so
+ * that the last one out trims the reserved tail (fio's jobs end in _exit). */
+static void lib_detach_all(void)
+{
+	int saved = errno;
+
+	if (config.disable || io_busy ||
+	    __atomic_exchange_n(&lib_exiting, 1, __ATOMIC_RELAXED))
+		return;
+	/* A vfork child shares our memory: its _exit must not detach the
+	 * parent.  It is the only caller whose pid is not ours. */
+	if ((uint64_t)getpid() !=
+	    (owner_self()->pid_start & DIOSHIM_OWNER_PID_MASK)) {
+		__atomic_store_n(&lib_exiting, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	io_busy = 1;
+	fdtable_release_all();
+	io_busy = 0;
+	errno = saved;
+}
+
+__attribute__((destructor)) static void lib_destructor(void)
+{
+	lib_detach_all();
+}
+
+EXPORT void _exit(int status)
+{
+	lib_ensure();
+	lib_detach_all();
+	real__exit(status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	lib_ensure();
+	lib_detach_all();
+	real__Exit(status);
+	__builtin_unreachable();
+}
+
+/* The ofd whose rules apply to fd, or NULL to pass through. */
+static inline struct ofd *served(int fd)
+{
+	struct ofd *o;
+	int saved;
+
+	if (!shim_on())
+		return NULL;
+	saved = errno;
+	io_busy = 1;
+	o = fdtable_resolve(fd);
+	io_busy = 0;
+	errno = saved;
+	return o;
+}
+
+/* Run table bookkeeping with the shim marked busy and errno kept. */
+#define BOOKKEEP(stmt)                  \
+	do {                            \
+		if (shim_on()) {        \
+			int saved_ = errno; \
+			io_busy = 1;    \
+			stmt;           \
+			io_busy = 0;    \
+			errno = saved_; \
+		}                       \
+	} while (0)
+
+/* ---- open --------------------------------------------------------------- */
+
+static int open_common(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (!shim_on())
+		return real_openat(dirfd, path, flags, mode);
+	return io_open(dirfd, path, flags, mode);
+}
+
+#define OPEN_MODE(flags, last)                  \
+	({                                      \
+		mode_t m_ = 0;                  \
+		if (OPEN_NEEDS_MODE(flags)) {   \
+			va_list ap_;            \
+			va_start(ap_, last);    \
+			m_ = (mode_t)va_arg(ap_, int); \
+			va_end(ap_);            \
+		}                               \
+		m_;                             \
+	})
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	return open_common(AT_FDCWD, path, flags, OPEN_MODE(flags, flags));
+}
+
+EXPORT int open64(const char *path, int flags, ...)
+{
+	return open_common(AT_FDCWD, path, flags, OPEN_MODE(flags, flags));
+}
+
+EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	return open_common(dirfd, path, flags, OPEN_MODE(flags, flags));
+}
+
+EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	return open_common(dirfd, path, flags, OPEN_MODE(flags, flags));
+}
+
+EXPORT int creat(const char *path, mode_t mode)
+{
+	return open_common(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+EXPORT int creat64(const char *path, mode_t mode)
+{
+	return open_common(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+/* The fortified forms: a missing mode is the real function's to report. */
+EXPORT int __open_2(const char *path, int flags)
+{
+	lib_ensure();
+	if (OPEN_NEEDS_MODE(flags))
+		return real___open_2(path, flags);
+	return open_common(AT_FDCWD, path, flags, 0);
+}
+
+EXPORT int __open64_2(const char *path, int flags)
+{
+	lib_ensure();
+	if (OPEN_NEEDS_MODE(flags))
+		return real___open64_2(path, flags);
+	return open_common(AT_FDCWD, path, flags, 0);
+}
+
+EXPORT int __openat_2(int dirfd, const char *path, int flags)
+{
+	lib_ensure();
+	if (OPEN_NEEDS_MODE(flags))
+		return real___openat_2(dirfd, path, flags);
+	return open_common(dirfd, path, flags, 0);
+}
+
+EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+{
+	lib_ensure();
+	if (OPEN_NEEDS_MODE(flags))
+		return real___openat64_2(dirfd, path, flags);
+	return open_common(dirfd, path, flags, 0);
+}
+
+/* ---- close and dup ------------------------------------------------------ */
+
+EXPORT int close(int fd)
+{
+	BOOKKEEP(fdtable_close(fd));
+	return real_close(fd);
+}
+
+EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
+{
+	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC))
+		BOOKKEEP(fdtable_close_range(lo, hi));
+	return real_close_range(lo, hi, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (lowfd >= 0)
+		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
+	real_closefrom(lowfd);
+}
+
+EXPORT int fclose(FILE *stream)
+{
+	/* An fd given to fdopen goes away inside fclose, out of our sight. */
+	int fd = stream ? fileno(stream) : -1;
+
+	if (fd >= 0)
+		BOOKKEEP(fdtable_close(fd));
+	return real_fclose(stream);
+}
+
+EXPORT int dup(int oldfd)
+{
+	int fd;
+
+	lib_ensure();
+	fd = real_dup(oldfd);
+	if (fd >= 0)
+		BOOKKEEP(fdtable_dup(oldfd, fd));
+	return fd;
+}
+
+/* dup2/dup3 close newfd first: do our close of it while it is still open,
+ * and only when the call can succeed (oldfd valid). */
+static void dup_over(int oldfd, int newfd)
+{
+	if (oldfd != newfd && newfd >= 0 && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+		fdtable_close(newfd);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	int fd;
+
+	BOOKKEEP(dup_over(oldfd, newfd));
+	fd = real_dup2(oldfd, newfd);
+	if (fd >= 0 && oldfd != newfd)
+		BOOKKEEP(fdtable_dup(oldfd, fd));
+	return fd;
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int fd;
+
+	if (oldfd != newfd)
+		BOOKKEEP(dup_over(oldfd, newfd));
+	fd = real_dup3(oldfd, newfd, flags);
+	if (fd >= 0)
+		BOOKKEEP(fdtable_dup(oldfd, fd));
+	return fd;
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd,
+			void *arg)
+{
+	int r = real(fd, cmd, arg);
+
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		BOOKKEEP(fdtable_dup(fd, r));
+	else if (r == 0 && cmd == F_SETFL)
+		BOOKKEEP(fdtable_setfl(fd));
+	return r;
+}
+
+/* glibc reads the argument as a pointer whatever cmd is; so do we. */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	lib_ensure();
+	return fcntl_common(real_fcntl, fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	lib_ensure();
+	return fcntl_common(real_fcntl64, fd, cmd, arg);
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+#define READ_BODY(fallback, ...)                                   \
+	do {                                                       \
+		struct io_req r_ = { __VA_ARGS__ };                \
+		struct ofd *o_ = served(r_.fd);                    \
+		if (!o_)                                           \
+			return fallback;                           \
+		return io_read(o_, &r_);                           \
+	} while (0)
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	READ_BODY(real_read(fd, buf, n), .kind = IO_PLAIN, .fd = fd,
+		  .buf = buf, .len = n);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	READ_BODY(real_readv(fd, iov, cnt), .kind = IO_VEC, .fd = fd,
+		  .iov = iov, .iovcnt = cnt);
+}
+
+EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	READ_BODY(real_pread(fd, buf, n, off), .kind = IO_P, .fd = fd,
+		  .buf = buf, .len = n, .off = off);
+}
+
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+	READ_BODY(real_pread64(fd, buf, n, off), .kind = IO_P, .fd = fd,
+		  .buf = buf, .len = n, .off = off);
+}
+
+EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	READ_BODY(real_preadv(fd, iov, cnt, off), .kind = IO_PV, .fd = fd,
+		  .iov = iov, .iovcnt = cnt, .off = off);
+}
+
+EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+	READ_BODY(real_preadv64(fd, iov, cnt, off), .kind = IO_PV, .fd = fd,
+		  .iov = iov, .iovcnt = cnt, .off = off);
+}
+
+EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off,
+		       int flags)
+{
+	READ_BODY(real_preadv2(fd, iov, cnt, off, flags), .kind = IO_PV2,
+		  .fd = fd, .iov = iov, .iovcnt = cnt, .off = off,
+		  .rwf = flags);
+}
+
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt,
+			  off64_t off, int flags)
+{
+	READ_BODY(real_preadv64v2(fd, iov, cnt, off, flags), .kind = IO_PV2,
+		  .fd = fd, .iov = iov, .iovcnt = cnt, .off = off,
+		  .rwf = flags);
+}
+
+/* Fortified reads: a buffer smaller than n is the real function's to
+ * report (it aborts). */
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	lib_ensure();
+	if (n > buflen)
+		return real___read_chk(fd, buf, n, buflen);
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off,
+			   size_t buflen)
+{
+	lib_ensure();
+	if (n > buflen)
+		return real___pread_chk(fd, buf, n, off, buflen);
+	return pread(fd, buf, n, off);
+}
+
+EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off,
+			     size_t buflen)
+{
+	lib_ensure();
+	if (n > buflen)
+		return real___pread64_chk(fd, buf, n, off, buflen);
+	return pread64(fd, buf, n, off);
+}
+
+/* ---- writes ------------------------------------------------------------- */
+
+#define WRITE_BODY(fallback, ...)                                  \
+	do {                                                       \
+		struct io_req r_ = { __VA_ARGS__ };                \
+		struct ofd *o_ = served(r_.fd);                    \
+		if (!o_)                                           \
+			return fallback;                           \
+		return io_write(o_, &r_);                          \
+	} while (0)
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	WRITE_BODY(real_write(fd, buf, n), .kind = IO_PLAIN, .fd = fd,
+		   .buf = (void *)buf, .len = n);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	WRITE_BODY(real_writev(fd, iov, cnt), .kind = IO_VEC, .fd = fd,
+		   .iov = iov, .iovcnt = cnt);
+}
+
+EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	WRITE_BODY(real_pwrite(fd, buf, n, off), .kind = IO_P, .fd = fd,
+		   .buf = (void *)buf, .len = n, .off = off);
+}
+
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+	WRITE_BODY(real_pwrite64(fd, buf, n, off), .kind = IO_P, .fd = fd,
+		   .buf = (void *)buf, .len = n, .off = off);
+}
+
+EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	WRITE_BODY(real_pwritev(fd, iov, cnt, off), .kind = IO_PV, .fd = fd,
+		   .iov = iov, .iovcnt = cnt, .off = off);
+}
+
+EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt,
+			 off64_t off)
+{
+	WRITE_BODY(real_pwritev64(fd, iov, cnt, off), .kind = IO_PV, .fd = fd,
+		   .iov = iov, .iovcnt = cnt, .off = off);
+}
+
+EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
+			int flags)
+{
+	WRITE_BODY(real_pwritev2(fd, iov, cnt, off, flags), .kind = IO_PV2,
+		   .fd = fd, .iov = iov, .iovcnt = cnt, .off = off,
+		   .rwf = flags);
+}
+
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt,
+			   off64_t off, int flags)
+{
+	WRITE_BODY(real_pwritev64v2(fd, iov, cnt, off, flags), .kind = IO_PV2,
+		   .fd = fd, .iov = iov, .iovcnt = cnt, .off = off,
+		   .rwf = flags);
+}
+
+/* ---- position and size -------------------------------------------------- */
+
+EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_lseek(o, fd, off, whence) : real_lseek(fd, off, whence);
+}
+
+EXPORT off64_t lseek64(int fd, off64_t off, int whence)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_lseek(o, fd, off, whence)
+		 : real_lseek64(fd, off, whence);
+}
+
+/* st_size of a stat that succeeded on fd. */
+static void fix_fd_size(int fd, off_t *size, mode_t mode)
+{
+	struct ofd *o;
+
+	if (!S_ISREG(mode))
+		return;
+	o = served(fd);
+	if (o)
+		*size = (off_t)io_eof(o, (uint64_t)*size);
+}
+
+static void fix_path_size(int dirfd, const char *path, int flags,
+			  struct stat *st)
+{
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		fix_fd_size(dirfd, &st->st_size, st->st_mode);
+	else
+		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
+}
+
+EXPORT int fstat(int fd, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_fstat(fd, st);
+	if (r == 0)
+		fix_fd_size(fd, &st->st_size, st->st_mode);
+	return r;
+}
+
+EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_fstat64(fd, st);
+	if (r == 0)
+		fix_fd_size(fd, &st->st_size, st->st_mode);
+	return r;
+}
+
+/* struct stat64 is struct stat on x86_64; the 64 names share the code. */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat64");
+
+EXPORT int stat(const char *path, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_stat(path, st);
+	if (r == 0)
+		fix_path_size(AT_FDCWD, path, 0, st);
+	return r;
+}
+
+EXPORT int stat64(const char *path, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_stat64(path, st);
+	if (r == 0)
+		fix_path_size(AT_FDCWD, path, 0, (struct stat *)st);
+	return r;
+}
+
+EXPORT int lstat(const char *path, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_lstat(path, st);
+	if (r == 0)
+		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, st);
+	return r;
+}
+
+EXPORT int lstat64(const char *path, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real_lstat64(path, st);
+	if (r == 0)
+		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW,
+			      (struct stat *)st);
+	return r;
+}
+
+EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	int r;
+
+	lib_ensure();
+	r = real_fstatat(dirfd, path, st, flags);
+	if (r == 0)
+		fix_path_size(dirfd, path, flags, st);
+	return r;
+}
+
+EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st,
+		     int flags)
+{
+	int r;
+
+	lib_ensure();
+	r = real_fstatat64(dirfd, path, st, flags);
+	if (r == 0)
+		fix_path_size(dirfd, path, flags, (struct stat *)st);
+	return r;
+}
+
+EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
+		 struct statx *stx)
+{
+	struct stat st;
+	int r;
+
+	lib_ensure();
+	r = real_statx(dirfd, path, flags, mask, stx);
+	if (r || !(stx->stx_mask & STATX_SIZE) || !S_ISREG(stx->stx_mode))
+		return r;
+	st.st_dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+	st.st_ino = stx->stx_ino;
+	st.st_mode = stx->stx_mode;
+	st.st_size = (off_t)stx->stx_size;
+	fix_path_size(dirfd, path, flags, &st);
+	stx->stx_size = (uint64_t)st.st_size;
+	return r;
+}
+
+/* Binaries built against glibc < 2.33 call the versioned __xstat family;
+ * version 1 (_STAT_VER_LINUX) is struct stat, anything else passes. */
+EXPORT int __xstat(int ver, const char *path, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___xstat(ver, path, st);
+	if (r == 0 && ver == 1)
+		fix_path_size(AT_FDCWD, path, 0, st);
+	return r;
+}
+
+EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___xstat64(ver, path, st);
+	if (r == 0 && ver == 1)
+		fix_path_size(AT_FDCWD, path, 0, (struct stat *)st);
+	return r;
+}
+
+EXPORT int __lxstat(int ver, const char *path, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___lxstat(ver, path, st);
+	if (r == 0 && ver == 1)
+		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, st);
+	return r;
+}
+
+EXPORT int __lxstat64(int ver, const char *path, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___lxstat64(ver, path, st);
+	if (r == 0 && ver == 1)
+		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW,
+			      (struct stat *)st);
+	return r;
+}
+
+EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___fxstat(ver, fd, st);
+	if (r == 0 && ver == 1)
+		fix_fd_size(fd, &st->st_size, st->st_mode);
+	return r;
+}
+
+EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	int r;
+
+	lib_ensure();
+	r = real___fxstat64(ver, fd, st);
+	if (r == 0 && ver == 1)
+		fix_fd_size(fd, &st->st_size, st->st_mode);
+	return r;
+}
+
+EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
+		      int flags)
+{
+	int r;
+
+	lib_ensure();
+	r = real___fxstatat(ver, dirfd, path, st, flags);
+	if (r == 0 && ver == 1)
+		fix_path_size(dirfd, path, flags, st);
+	return r;
+}
+
+EXPORT int __fxstatat64(int ver, int dirfd, const char *path,
+			struct stat64 *st, int flags)
+{
+	int r;
+
+	lib_ensure();
+	r = real___fxstatat64(ver, dirfd, path, st, flags);
+	if (r == 0 && ver == 1)
+		fix_path_size(dirfd, path, flags, (struct stat *)st);
+	return r;
+}
+
+EXPORT int ftruncate(int fd, off_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_ftruncate(o, fd, len) : real_ftruncate(fd, len);
+}
+
+EXPORT int ftruncate64(int fd, off64_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_ftruncate(o, fd, len) : real_ftruncate64(fd, len);
+}
+
+/*
+ * truncate(path) of a file with a segment: through a descriptor, so that
+ * the barrier drains its writers.  If the file cannot be opened for
+ * writing, truncate(path) cannot succeed either: the real call answers.
+ */
+static int truncate_common(int (*real)(const char *, off_t), const char *path,
+			   off_t len)
+{
+	struct ofd *o;
+	int fd, r, err;
+
+	if (!shim_on() || !hint_maybe_live() || len < 0)
+		return real(path, len);
+	fd = open_common(AT_FDCWD, path, O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
+	if (fd < 0)
+		return real(path, len);
+	o = served(fd);
+	r = o ? io_ftruncate(o, fd, len) : real_ftruncate(fd, len);
+	err = errno;
+	close(fd);
+	errno = err;
+	return r;
+}
+
+EXPORT int truncate(const char *path, off_t len)
+{
+	lib_ensure();
+	return truncate_common(real_truncate, path, len);
+}
+
+EXPORT int truncate64(const char *path, off64_t len)
+{
+	lib_ensure();
+	return truncate_common(real_truncate64, path, len);
+}
+
+EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_fallocate(o, fd, mode, off, len, false)
+		 : real_fallocate(fd, mode, off, len);
+}
+
+EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_fallocate(o, fd, mode, off, len, false)
+		 : real_fallocate64(fd, mode, off, len);
+}
+
+EXPORT int posix_fallocate(int fd, off_t off, off_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_fallocate(o, fd, 0, off, len, true)
+		 : real_posix_fallocate(fd, off, len);
+}
+
+EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
+{
+	struct ofd *o = served(fd);
+
+	return o ? io_fallocate(o, fd, 0, off, len, true)
+		 : real_posix_fallocate64(fd, off, len);
+}
+
+/* ---- sync ---------------------------------------------------------------- */
+
+EXPORT int fsync(int fd)
+{
+	lib_ensure();
+	return real_fsync(fd);
+}
+
+EXPORT int fdatasync(int fd)
+{
+	lib_ensure();
+	return real_fdatasync(fd);
+}
+
+EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned int flags)
+{
+	lib_ensure();
+	return real_sync_file_range(fd, off, n, flags);
+}

@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The I/O paths of a served fd.
+ *
+ * A write announces itself in the in-flight counter, claims its range
+ * (the append tail for O_APPEND, else its own offset), makes sure the
+ * reservation covers it, lets the kernel write, then moves eof.  Reads are
+ * cut at eof, read before the kernel call: the kernel alone reads i_size
+ * when the read starts, too.
+ *
+ * Locks, in order: the ofd's pos_lock (process-local, calls that use the
+ * file position), then the segment's, per layout.h; the in-flight count is
+ * taken after pos_lock and before ext_lock.
+ *
+ * While the shim holds shared state, cancellation is disabled: pwrite and
+ * fsync are cancellation points, and a thread unwound in the middle would
+ * leave its count and its locks behind.  A cancel already pending acts at
+ * entry, as it would in the real call; one that arrives during the call
+ * acts at the thread's next cancellation point, which is what glibc does
+ * for a system call that had side effects.
+ */
+#define _GNU_SOURCE
+#include "io.h"
+
+#include "inflight.h"
+#include "log.h"
+#include "real.h"
+#include "reserve.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdint.h>
+
+/* The kernel's cap on one read or write (MAX_RW_COUNT). */
+#define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
+/* Every RWF_* flag Linux 6.18 knows; others fail with EOPNOTSUPP. */
+#define RWF_KNOWN 0xffu
+/* Highest user address on x86_64 with 4-level paging. */
+#define USER_TOP ((uintptr_t)1 << 47)
+
+__thread int io_busy __attribute__((tls_model("initial-exec")));
+
+struct guard {
+	int cancel_state;
+	int saved_errno;
+};
+
+static inline void guard_enter(struct guard *g)
+{
+	g->saved_errno = errno;
+	pthread_testcancel();
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
+	io_busy = 1;
+}
+
+/* Leave with the call's own errno on failure, the caller's on success. */
+static inline void guard_exit(struct guard *g, ssize_t ret, int err)
+{
+	io_busy = 0;
+	pthread_setcancelstate(g->cancel_state, NULL);
+	errno = ret < 0 ? err : g->saved_errno;
+}
+
+bool io_kernel_ready(void)
+{
+	static int ready; /* 0 unknown, 1 yes, 2 no */
+	struct iovec iov = { (void *)"x", 1 };
+	int fd, r = __atomic_load_n(&ready, __ATOMIC_RELAXED), saved = errno;
+
+	if (r)
+		return r == 1;
+	r = 2;
+	fd = (int)syscall(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
+	if (fd >= 0) {
+		if (sys_fcntl(fd, F_SETFL, O_APPEND) == 0 &&
+		    syscall(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
+			    1 &&
+		    sys_lseek(fd, 0, SEEK_END) == 2)
+			r = 1;
+		sys_close(fd);
+	}
+	if (r == 2)
+		log_msg("kernel lacks RWF_NOAPPEND (Linux 6.9): passing "
+			"everything through");
+	__atomic_store_n(&ready, r, __ATOMIC_RELAXED);
+	errno = saved;
+	return r == 1;
+}
+
+/* Bytes the call asks for, as the kernel counts them; false when the
+ * kernel will refuse the arguments (it then answers for itself). */
+static bool req_len(const struct io_req *r, uint64_t *len)
+{
+	size_t sum = 0;
+	int i;
+
+	if (r->kind == IO_PLAIN || r->kind == IO_P) {
+		*len = r->len > RW_MAX ? RW_MAX : r->len;
+		return true;
+	}
+	if (!r->iov || (uintptr_t)r->iov < 4096 ||
+	    (uintptr_t)r->iov >= USER_TOP || r->iovcnt <= 0 ||
+	    r->iovcnt > IOV_MAX)
+		return false;
+	for (i = 0; i < r->iovcnt; i++) {
+		if (r->iov[i].iov_len > (size_t)SSIZE_MAX - sum)
+			return false;
+		sum += r->iov[i].iov_len;
+	}
+	*len = sum > RW_MAX ? RW_MAX : sum;
+	return true;
+}
+
+static bool req_positional(const struct io_req *r)
+{
+	return r->kind == IO_P || r->kind == IO_PV ||
+	       (r->kind == IO_PV2 && r->off != -1);
+}
+
+static int req_rwf(const struct io_req *r)
+{
+	return r->kind == IO_PV2 ? r->rwf : 0;
+}
+
+/* The call the application made, made for real. */
+static ssize_t real_write_call(const struct io_req *r)
+{
+	switch (r->kind) {
+	case IO_PLAIN:
+		return real_write(r->fd, r->buf, r->len);
+	case IO_VEC:
+		return real_writev(r->fd, r->iov, r->iovcnt);
+	case IO_P:
+		return real_pwrite(r->fd, r->buf, r->len, r->off);
+	case IO_PV:
+		return real_pwritev(r->fd, r->iov, r->iovcnt, r->off);
+	case IO_PV2:
+		break;
+	}
+	return real_pwritev2(r->fd, r->iov, r->iovcnt, r->off, r->rwf);
+}
+
+static ssize_t real_read_call(const struct io_req *r)
+{
+	switch (r->kind) {
+	case IO_PLAIN:
+		return real_read(r->fd, r->buf, r->len);
+	case IO_VEC:
+		return real_readv(r->fd, r->iov, r->iovcnt);
+	case IO_P:
+		return real_pread(r->fd, r->buf, r->len, r->off);
+	case IO_PV:
+		return real_preadv(r->fd, r->iov, r->iovcnt, r->off);
+	case IO_PV2:
+		break;
+	}
+	return real_preadv2(r->fd, r->iov, r->iovcnt, r->off, r->rwf);
+}
+
+/* The application's buffers written at off: an append made positional.
+ * RWF_NOAPPEND makes the kernel honour off on an O_APPEND descriptor,
+ * which keeps its O_APPEND for F_GETFL, for children and across exec. */
+static ssize_t real_write_at(const struct io_req *r, uint64_t off)
+{
+	struct iovec one;
+	int rwf = (req_rwf(r) & ~RWF_APPEND) | RWF_NOAPPEND;
+
+	if (r->kind == IO_PLAIN || r->kind == IO_P) {
+		one.iov_base = r->buf;
+		one.iov_len = r->len > RW_MAX ? RW_MAX : r->len;
+		return real_pwritev2(r->fd, &one, 1, (off_t)off, rwf);
+	}
+	return real_pwritev2(r->fd, r->iov, r->iovcnt, (off_t)off, rwf);
+}
+
+static void stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+ssize_t io_write(struct ofd *o, const struct io_req *r)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	struct dioshim_seg *seg = f->seg;
+	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	bool positional = req_positional(r);
+	int rwf = req_rwf(r);
+	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
+		      !(rwf & RWF_NOAPPEND);
+	enum reserve_result res = RESERVE_OK;
+	struct dioshim_shard *sh;
+	uint64_t len, off, end;
+	struct guard g;
+	ssize_t ret;
+	int err;
+
+	/* Calls the kernel refuses outright change nothing: let it say so. */
+	if ((flags & O_ACCMODE) == O_RDONLY || !req_len(r, &len) || !len ||
+	    (positional && r->off < 0) || (rwf & ~RWF_KNOWN))
+		return real_write_call(r);
+
+	guard_enter(&g);
+	if (!positional)
+		pthread_mutex_lock(&o->pos_lock);
+	sh = inflight_enter(f);
+	if (!sh) {
+		/* The segment's barrier is unusable: this write goes as is. */
+		ret = real_write_call(r);
+		err = errno;
+		goto out_unlock;
+	}
+	if (append) {
+		off = atomic_fetch_add_explicit(&seg->tail, len,
+						memory_order_relaxed);
+	} else if (positional) {
+		off = (uint64_t)r->off;
+	} else {
+		off_t pos = sys_lseek(r->fd, 0, SEEK_CUR);
+
+		off = pos < 0 ? 0 : (uint64_t)pos;
+	}
+	end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
+	if (!append)
+		tail_advance(seg, end);
+	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
+		res = reserve_extend(f, r->fd, off, end);
+
+	ret = append ? real_write_at(r, off) : real_write_call(r);
+	err = errno;
+
+	if (res == RESERVE_EXACT)
+		reserve_exact_done(f, r->fd);
+	if (ret > 0) {
+		stat_add(&sh->writes, 1);
+		stat_add(&sh->bytes, (uint64_t)ret);
+		if (eof_advance(seg, off + (uint64_t)ret))
+			stat_add(&sh->extends, 1);
+	}
+	if (append) {
+		uint64_t claimed = off + len;
+		uint64_t done = off + (ret > 0 ? (uint64_t)ret : 0);
+
+		stat_add(&sh->appends, 1);
+		/* A short or failed append gives back what it did not use,
+		 * if no later append has claimed past it. */
+		if (done < claimed)
+			atomic_compare_exchange_strong(&seg->tail, &claimed,
+						       done);
+		/* write() on O_APPEND leaves the position at the end of
+		 * what it wrote. */
+		if (!positional && ret > 0)
+			sys_lseek(r->fd, (off_t)done, SEEK_SET);
+	}
+	inflight_exit(sh);
+out_unlock:
+	if (!positional)
+		pthread_mutex_unlock(&o->pos_lock);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+ssize_t io_read(struct ofd *o, const struct io_req *r)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	struct dioshim_seg *seg = f->seg;
+	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	bool positional = req_positional(r);
+	uint64_t len, pos, eof;
+	struct guard g;
+	ssize_t ret;
+	int err = 0;
+
+	if ((flags & O_ACCMODE) == O_WRONLY || !req_len(r, &len) || !len ||
+	    (positional && r->off < 0) || (req_rwf(r) & ~RWF_KNOWN) ||
+	    ((r->kind == IO_PLAIN || r->kind == IO_P) &&
+	     ((uintptr_t)r->buf >= USER_TOP ||
+	      (uintptr_t)r->buf + len > USER_TOP)))
+		return real_read_call(r);
+
+	guard_enter(&g);
+	if (positional) {
+		pos = (uint64_t)r->off;
+	} else {
+		off_t p;
+
+		pthread_mutex_lock(&o->pos_lock);
+		p = sys_lseek(r->fd, 0, SEEK_CUR);
+		pos = p < 0 ? 0 : (uint64_t)p;
+	}
+	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	if (pos >= eof) {
+		/* At or past the end the kernel reads nothing; the reserved
+		 * tail must not be read as zeros. */
+		ret = 0;
+	} else {
+		ret = real_read_call(r);
+		err = errno;
+		if (ret > 0 && pos + (uint64_t)ret > eof) {
+			ret = (ssize_t)(eof - pos);
+			stat_add(&inflight_shard(f)->reads_clamped, 1);
+			if (!positional)
+				sys_lseek(r->fd, (off_t)eof, SEEK_SET);
+		}
+	}
+	if (!positional)
+		pthread_mutex_unlock(&o->pos_lock);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+off_t io_lseek(struct ofd *o, int fd, off_t off, int whence)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	uint64_t eof = atomic_load_explicit(&f->seg->eof,
+					    memory_order_acquire);
+	off_t ret, old;
+	struct guard g;
+	int err = 0;
+
+	if (whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE)
+		return real_lseek(fd, off, whence);
+
+	guard_enter(&g);
+	pthread_mutex_lock(&o->pos_lock);
+	if (whence == SEEK_END) {
+		/* The kernel: eof + off, EINVAL below zero (or on overflow),
+		 * its own limit checked by the SEEK_SET that follows. */
+		if ((off < 0 && (uint64_t)-off > eof) ||
+		    (off > 0 && (uint64_t)off > (uint64_t)INT64_MAX - eof)) {
+			ret = -1;
+			err = EINVAL;
+		} else {
+			ret = real_lseek(fd, (off_t)(eof + (uint64_t)off),
+					 SEEK_SET);
+			err = errno;
+		}
+	} else if (off < 0 || (uint64_t)off >= eof) {
+		ret = -1;
+		err = ENXIO;
+	} else if (whence == SEEK_DATA) {
+		/* Unwritten extents are holes, so data found is data below
+		 * phys; past eof it does not exist, and the position must
+		 * stay where it was. */
+		old = sys_lseek(fd, 0, SEEK_CUR);
+		ret = real_lseek(fd, off, SEEK_DATA);
+		err = errno;
+		if ((ret < 0 && err == ENXIO) || (ret >= 0 &&
+						   (uint64_t)ret >= eof)) {
+			if (old >= 0)
+				sys_lseek(fd, old, SEEK_SET);
+			ret = -1;
+			err = ENXIO;
+		}
+	} else {
+		ret = real_lseek(fd, off, SEEK_HOLE);
+		err = errno;
+		if (ret >= 0 && (uint64_t)ret > eof)
+			ret = sys_lseek(fd, (off_t)eof, SEEK_SET);
+	}
+	pthread_mutex_unlock(&o->pos_lock);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+int io_ftruncate(struct ofd *o, int fd, off_t len)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	struct dioshim_seg *seg = f->seg;
+	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	bool locked, recovered;
+	struct guard g;
+	int ret, err;
+
+	if (len < 0 || (flags & O_ACCMODE) == O_RDONLY)
+		return real_ftruncate(fd, len);
+
+	guard_enter(&g);
+	if (!barrier_raise(f)) {
+		ret = real_ftruncate(fd, len);
+		err = errno;
+		goto out;
+	}
+	locked = seg_lock(&seg->ext_lock, &recovered);
+	ret = real_ftruncate(fd, len);
+	err = errno;
+	if (ret == 0) {
+		/* No writer is in flight: the words can move down. */
+		atomic_store(&seg->phys, (uint64_t)len);
+		atomic_store(&seg->eof, (uint64_t)len);
+		atomic_store(&seg->tail, (uint64_t)len);
+	}
+	if (locked)
+		seg_unlock(&seg->ext_lock);
+	barrier_lower(f);
+out:
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+static int call_fallocate(int fd, int mode, off_t off, off_t len, bool posix)
+{
+	if (posix)
+		return mode ? real_fallocate(fd, mode, off, len) < 0 ? errno : 0
+			    : real_posix_fallocate(fd, off, len);
+	return real_fallocate(fd, mode, off, len);
+}
+
+/* A call whose kernel semantics depend on the size (collapse, insert, a
+ * mode we do not know): quiesce, drop the reservation, let the kernel act
+ * on the true size, and take the size it leaves. */
+static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
+			      off_t len, bool posix, int *err)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool locked, recovered;
+	int ret;
+
+	if (!barrier_raise(f)) {
+		ret = call_fallocate(fd, mode, off, len, posix);
+		*err = errno;
+		return ret;
+	}
+	locked = seg_lock(&seg->ext_lock, &recovered);
+	reserve_trim(f, fd);
+	ret = call_fallocate(fd, mode, off, len, posix);
+	*err = errno;
+	reserve_resync(f, fd);
+	if (locked)
+		seg_unlock(&seg->ext_lock);
+	barrier_lower(f);
+	return ret;
+}
+
+int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
+		 bool posix)
+{
+	const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+			  FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE |
+			  FALLOC_FL_INSERT_RANGE | FALLOC_FL_UNSHARE_RANGE;
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	struct dioshim_seg *seg = f->seg;
+	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	struct dioshim_shard *sh;
+	uint64_t end;
+	struct guard g;
+	int ret, err = 0;
+	bool failed;
+
+	if (off < 0 || len <= 0 || (flags & O_ACCMODE) == O_RDONLY ||
+	    (uint64_t)off > (uint64_t)INT64_MAX - (uint64_t)len)
+		return call_fallocate(fd, mode, off, len, posix);
+	end = (uint64_t)off + (uint64_t)len;
+
+	if (mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known))
+		/* Allocation, punch, zero or unshare inside the kernel's
+		 * size: no size the application sees changes. */
+		return call_fallocate(fd, mode, off, len, posix);
+	if ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
+	    end <= atomic_load_explicit(&seg->eof, memory_order_acquire))
+		return call_fallocate(fd, mode, off, len, posix);
+
+	guard_enter(&g);
+	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0) {
+		ret = fallocate_quiesced(f, fd, mode, off, len, posix, &err);
+		goto out;
+	}
+	/* mode 0 or ZERO_RANGE past eof: the logical size grows to end. */
+	sh = inflight_enter(f);
+	if (!sh) {
+		ret = call_fallocate(fd, mode, off, len, posix);
+		err = errno;
+		goto out;
+	}
+	tail_advance(seg, end);
+	if (end <= atomic_load_explicit(&seg->phys, memory_order_acquire)) {
+		/* Inside the reservation the kernel's size need not move. */
+		ret = call_fallocate(fd, mode | FALLOC_FL_KEEP_SIZE, off, len,
+				     posix);
+		err = errno;
+	} else {
+		bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
+
+		ret = call_fallocate(fd, mode, off, len, posix);
+		err = errno;
+		if (locked)
+			reserve_exact_done(f, fd);
+	}
+	failed = posix ? ret != 0 : ret < 0;
+	if (!failed)
+		eof_advance(seg, end);
+	inflight_exit(sh);
+out:
+	/* posix_fallocate returns its error and leaves errno alone. */
+	guard_exit(&g, posix ? 0 : ret, err);
+	return ret;
+}
+
+uint64_t io_eof(struct ofd *o, uint64_t kernel_size)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	uint64_t eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
+
+	return eof < kernel_size ? eof : kernel_size;
+}
+
+int io_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	bool strip = (flags & O_TRUNC) && !(flags & O_PATH) &&
+		     (flags & O_ACCMODE) != O_RDONLY &&
+		     ((flags & O_DIRECT) || hint_maybe_live());
+	int fd, saved = errno, rc = 0, err;
+	struct ofd *o;
+	struct stat st;
+
+	fd = real_openat(dirfd, path, strip ? flags & ~O_TRUNC : flags, mode);
+	if (fd < 0)
+		return fd;
+	fdtable_opened(fd, flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC |
+				     O_CLOEXEC));
+	if (strip) {
+		/* O_TRUNC of a file other processes are writing must drain
+		 * them first, as the kernel's truncate drains its DIO. */
+		o = fdtable_resolve(fd);
+		if (o)
+			rc = io_ftruncate(o, fd, 0);
+		else if (sys_fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			rc = real_ftruncate(fd, 0);
+		if (rc) {
+			err = errno;
+			fdtable_close(fd);
+			real_close(fd);
+			errno = err;
+			return -1;
+		}
+	}
+	errno = saved;
+	return fd;
+}
+
+void io_fix_path_size(const char *path, int dirfd, int at_flags,
+		      struct stat *st)
+{
+	uint64_t eof;
+
+	if (!S_ISREG(st->st_mode) || !hint_maybe_live())
+		return;
+	if (segment_peek_eof(st, path, dirfd, at_flags, &eof))
+		st->st_size = (off_t)eof;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The I/O paths: how a write, a read, a position or size call on a served
+ * fd uses the mechanisms (in-flight counter, reservation, EOF words, append
+ * tail, barrier).  The wrappers in interpose.c decode their arguments into
+ * an io_req and call here; nothing here decides whether an fd is served.
+ */
+#ifndef DIOSHIM_IO_H
+#define DIOSHIM_IO_H
+
+#include "fdtable.h"
+
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifndef RWF_APPEND
+#define RWF_APPEND 0x00000010
+#endif
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x00000020
+#endif
+
+/* Which libc call an io_req came from: the real call made is the same
+ * one, with the same arguments, unless an append needs an offset. */
+enum io_kind {
+	IO_PLAIN, /* read / write */
+	IO_VEC, /* readv / writev */
+	IO_P, /* pread / pwrite */
+	IO_PV, /* preadv / pwritev */
+	IO_PV2, /* preadv2 / pwritev2 (off -1: the file position) */
+};
+
+struct io_req {
+	enum io_kind kind;
+	int fd;
+	void *buf; /* IO_PLAIN, IO_P */
+	size_t len;
+	const struct iovec *iov; /* IO_VEC, IO_PV, IO_PV2 */
+	int iovcnt;
+	off_t off; /* IO_P, IO_PV, IO_PV2 */
+	int rwf; /* IO_PV2 */
+};
+
+/* Set while this thread runs shim code that may hold a lock: a wrapper
+ * entered meanwhile (from a signal handler) passes its call through. */
+extern __thread int io_busy __attribute__((tls_model("initial-exec")));
+
+/* The kernel can write at an offset through an O_APPEND descriptor
+ * (RWF_NOAPPEND, Linux 6.9): without it the shim serves nothing. */
+bool io_kernel_ready(void);
+
+ssize_t io_write(struct ofd *o, const struct io_req *r);
+ssize_t io_read(struct ofd *o, const struct io_req *r);
+off_t io_lseek(struct ofd *o, int fd, off_t off, int whence);
+int io_ftruncate(struct ofd *o, int fd, off_t len);
+/* posix: posix_fallocate's convention (returns the error number). */
+int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
+		 bool posix);
+
+/* The logical EOF, bounded by the size the kernel just reported. */
+uint64_t io_eof(struct ofd *o, uint64_t kernel_size);
+
+/* open/openat/creat of every flavour: O_TRUNC of a served file goes
+ * through the barrier. */
+int io_open(int dirfd, const char *path, int flags, mode_t mode);
+
+/* stat(path) family: correct st_size if a segment serves the file. */
+void io_fix_path_size(const char *path, int dirfd, int at_flags,
+		      struct stat *st);
+
+#endif

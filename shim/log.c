@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The log.  Lines go out through raw syscalls, so logging works before the
+ * real symbols are resolved and can never re-enter a wrapper; the file is
+ * opened per line because programs that close every fd (closefrom) would
+ * close a descriptor kept open for us.
+ */
+#define _GNU_SOURCE
+#include "log.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+bool log_enabled(void)
+{
+	return config.log_path[0] != '\0';
+}
+
+void log_msg(const char *fmt, ...)
+{
+	char line[512];
+	int saved = errno, n, fd;
+	va_list ap;
+
+	if (!log_enabled())
+		return;
+	n = snprintf(line, sizeof(line), "dioshim[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+
+	if (!strcmp(config.log_path, "stderr")) {
+		syscall(SYS_write, 2, line, (size_t)n);
+	} else {
+		fd = (int)syscall(SYS_openat, AT_FDCWD, config.log_path,
+				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				  0644);
+		if (fd >= 0) {
+			syscall(SYS_write, fd, line, (size_t)n);
+			syscall(SYS_close, fd);
+		}
+	}
+	errno = saved;
+}

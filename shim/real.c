@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Resolution of the real libc symbols, driven by real.def.
+ *
+ * A wrapper can run before our constructor (another library's constructor
+ * opens a file), so every wrapper calls real_ensure() first; resolution runs
+ * once, under pthread_once, and publishes with a release store.  Only
+ * symbols glibc 2.36 exports are named: dlsym of a missing name mallocs.
+ */
+#define _GNU_SOURCE
+#include "real.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#define REAL(ret, name, params) ret(*real_##name) params;
+#define COMPAT(ret, name, params, version) REAL(ret, name, params)
+#include "real.def"
+#undef REAL
+#undef COMPAT
+
+int real_ready;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+static void real_resolve_once(void)
+{
+#define REAL(ret, name, params) \
+	real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+#define COMPAT(ret, name, params, version) \
+	real_##name = (ret(*) params)dlvsym(RTLD_NEXT, #name, version);
+#include "real.def"
+#undef REAL
+#undef COMPAT
+	__atomic_store_n(&real_ready, 1, __ATOMIC_RELEASE);
+}
+
+void real_resolve(void)
+{
+	pthread_once(&real_once, real_resolve_once);
+}

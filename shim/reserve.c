@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Reservation ahead of EOF.
+ *
+ * Every fallocate and every size change drains the file's in-flight direct
+ * I/O in the kernel (inode_dio_wait under the exclusive inode lock), so a
+ * reservation is a stop-the-world for the file: chunks grow with the append
+ * rate until one covers about RESERVE_PERIOD_NS of appends, like XFS's
+ * speculative preallocation, bounded by DIOSHIM_RESERVE_MAX, by free space
+ * and by RLIMIT_FSIZE.  When a reservation cannot be made (ENOSPC, EDQUOT,
+ * EFBIG, no fallocate) the write goes to the kernel exactly as the
+ * application issued it, under ext_lock so phys stays the kernel's size.
+ *
+ * Lock order: ext_lock is the innermost segment lock.
+ */
+#define _GNU_SOURCE
+#include "reserve.h"
+
+#include "config.h"
+#include "log.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
+			    uint64_t min, uint64_t max)
+{
+	uint64_t target;
+
+	if (elapsed_ns == 0)
+		elapsed_ns = 1;
+	/* served * PERIOD / elapsed, without overflow for any sane input */
+	if (served > UINT64_MAX / RESERVE_PERIOD_NS)
+		target = UINT64_MAX;
+	else
+		target = served * RESERVE_PERIOD_NS / elapsed_ns;
+	if (target > prev * 2)
+		target = prev * 2;
+	if (target < prev / 2)
+		target = prev / 2;
+	if (target < min)
+		target = min;
+	if (target > max)
+		target = max;
+	return round_up(target, min);
+}
+
+uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint32_t blksize)
+{
+	uint64_t cap = avail / 16 / blksize * blksize;
+
+	return chunk < cap ? chunk : cap;
+}
+
+static void stat_add(_Atomic uint64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
+				   uint64_t end)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct rlimit rl;
+	struct statfs sfs;
+	struct stat st;
+	uint64_t phys, start, chunk, new_phys, now;
+	bool recovered;
+
+	if (!seg_lock(&seg->ext_lock, &recovered))
+		return RESERVE_UNLOCKED;
+	phys = atomic_load(&seg->phys);
+	if (end <= phys && !recovered) {
+		seg_unlock(&seg->ext_lock);
+		return RESERVE_OK;
+	}
+	/* Slow path: re-read the kernel's size, which a writer outside the
+	 * shim (or one that died mid-extension) may have moved. */
+	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
+		log_once("size moved outside the shim (%llu, expected %llu)",
+			 (unsigned long long)st.st_size,
+			 (unsigned long long)phys);
+		phys = (uint64_t)st.st_size;
+		atomic_store(&seg->phys, phys);
+	}
+	if (end <= phys) {
+		seg_unlock(&seg->ext_lock);
+		return RESERVE_OK;
+	}
+	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
+		goto exact;
+
+	now = now_ns();
+	if (seg->last_reserve_ns)
+		chunk = reserve_chunk_next(seg->chunk ? seg->chunk
+						      : config.reserve,
+					   phys - seg->last_reserve_phys,
+					   now - seg->last_reserve_ns,
+					   config.reserve, config.reserve_max);
+	else
+		chunk = config.reserve;
+	if (sys_fstatfs(fd, &sfs) == 0)
+		chunk = reserve_chunk_bound(chunk,
+					    (uint64_t)sfs.f_bavail *
+						    (uint64_t)sfs.f_bsize,
+					    seg->blksize);
+
+	/* A write far past the end leaves the gap a hole: reserve from the
+	 * write's block, not from phys. */
+	start = off / seg->blksize * seg->blksize;
+	if (start < phys)
+		start = phys;
+	new_phys = round_up(end > phys + chunk ? end : phys + chunk,
+			    seg->blksize);
+	if (new_phys < end)
+		new_phys = end;
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		/* Past the limit the kernel sends SIGXFSZ: only the
+		 * application's own write may do that. */
+		if (end > rl.rlim_cur)
+			goto exact;
+		if (new_phys > rl.rlim_cur)
+			new_phys = rl.rlim_cur;
+	}
+	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
+		if (errno == EOPNOTSUPP) {
+			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+			log_msg("fallocate unsupported: extending writes of "
+				"this file go to the kernel as issued");
+		} else {
+			log_once("reservation of %llu bytes failed (%s): "
+				 "writing exactly",
+				 (unsigned long long)(new_phys - start),
+				 strerror(errno));
+		}
+		goto exact;
+	}
+	atomic_store_explicit(&seg->phys, new_phys, memory_order_release);
+	seg->chunk = chunk ? chunk : config.reserve;
+	seg->last_reserve_ns = now;
+	seg->last_reserve_phys = phys;
+	if (f->slot >= 0)
+		stat_add(&seg->slot[f->slot].reserves);
+	seg_unlock(&seg->ext_lock);
+	return RESERVE_OK;
+exact:
+	if (f->slot >= 0)
+		stat_add(&seg->slot[f->slot].exact);
+	return RESERVE_EXACT;
+}
+
+void reserve_exact_done(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct stat st;
+
+	if (sys_fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_size > atomic_load(&seg->phys))
+		atomic_store_explicit(&seg->phys, (uint64_t)st.st_size,
+				      memory_order_release);
+	seg_unlock(&seg->ext_lock);
+}
+
+/* fd itself if it can truncate, else a new write-only descriptor for the
+ * same file (the caller closes it if it differs). */
+static int writable_fd(int fd)
+{
+	char path[64];
+	int fl = sys_fcntl(fd, F_GETFL, 0);
+
+	if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
+		return fd;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return sys_openat(AT_FDCWD, path, O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
+}
+
+/*
+ * End of the data at or past from, or from itself when [from, size) holds
+ * none: SEEK_DATA / SEEK_HOLE see unwritten extents as holes.
+ */
+static uint64_t data_end(int fd, uint64_t from)
+{
+	uint64_t end = from;
+	off_t d = (off_t)from, h;
+
+	for (;;) {
+		d = sys_lseek(fd, d, SEEK_DATA);
+		if (d < 0)
+			break;
+		h = sys_lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			break;
+		end = (uint64_t)h;
+		d = h;
+	}
+	return end;
+}
+
+/* Cut [target, size) where target = max(eof, end of data); the caller
+ * makes sure nobody writes meanwhile. */
+bool reserve_trim(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t eof = atomic_load(&seg->eof), target;
+	struct stat st;
+	int wfd, rc, err;
+
+	if (fd < 0 || sys_fstat(fd, &st))
+		return false;
+	if ((uint64_t)st.st_size <= eof) {
+		/* Nothing reserved (or cut by someone else): eof follows. */
+		atomic_store(&seg->phys, (uint64_t)st.st_size);
+		atomic_store(&seg->eof, (uint64_t)st.st_size);
+		atomic_store(&seg->tail, (uint64_t)st.st_size);
+		return true;
+	}
+	/* Never cut data: a tail that holds some (a writer that died after
+	 * its write but before moving eof) ends where the data ends. */
+	target = data_end(fd, round_up(eof, seg->blksize));
+	if (target < eof)
+		target = eof;
+	if (target >= (uint64_t)st.st_size) {
+		atomic_store(&seg->phys, (uint64_t)st.st_size);
+		target = (uint64_t)st.st_size;
+	} else {
+		wfd = writable_fd(fd);
+		if (wfd < 0) {
+			log_msg("cannot trim the reserved tail (%s): left "
+				"for the next user", strerror(errno));
+			return false;
+		}
+		rc = sys_ftruncate(wfd, (off_t)target);
+		err = errno;
+		if (wfd != fd)
+			sys_close(wfd);
+		if (rc) {
+			log_msg("trim to %llu failed (%s)",
+				(unsigned long long)target, strerror(err));
+			return false;
+		}
+		atomic_store(&seg->phys, target);
+	}
+	if (target > eof) {
+		log_msg("data found past eof %llu: size kept at %llu",
+			(unsigned long long)eof, (unsigned long long)target);
+		atomic_store(&seg->eof, target);
+		atomic_store(&seg->tail, target);
+	}
+	return true;
+}
+
+void reserve_resync(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct stat st;
+
+	if (sys_fstat(fd, &st))
+		return;
+	atomic_store(&seg->phys, (uint64_t)st.st_size);
+	atomic_store(&seg->eof, (uint64_t)st.st_size);
+	atomic_store(&seg->tail, (uint64_t)st.st_size);
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reservation ahead of EOF and the EOF words (DESIGN.md 2.1, 2.6).
+ *
+ * The kernel's size (phys) is kept ahead of the application's (eof) by
+ * fallocate(fd, 0, ...) in chunks, so appends reach the kernel as
+ * overwrites of unwritten extents, which ext4 and XFS run in parallel.
+ */
+#ifndef DIOSHIM_RESERVE_H
+#define DIOSHIM_RESERVE_H
+
+#include "segment.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum reserve_result {
+	RESERVE_OK, /* phys >= end; no lock held */
+	RESERVE_EXACT, /* ext_lock held: write exactly, then reserve_exact_done */
+	RESERVE_UNLOCKED, /* the extension lock is unusable: write unlocked */
+};
+
+/* Make phys cover [off, end) for a write, or say it must go exact. */
+enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
+				   uint64_t end);
+
+/* After an exact (kernel-extended) write: re-read phys, drop ext_lock. */
+void reserve_exact_done(struct shim_file *f, int fd);
+
+/*
+ * Cut the reserved tail back to eof, never below the end of the last data
+ * block; the caller makes sure nobody writes meanwhile (last detach, or the
+ * barrier and ext_lock held, before a call whose kernel semantics depend on
+ * the size).  False only when a tail had to go and could not (no writable
+ * descriptor): at the last detach the segment then stays for the next user.
+ */
+bool reserve_trim(struct shim_file *f, int fd);
+
+/* Re-read phys, eof and tail from the kernel size after a size change the
+ * kernel made (barrier and ext_lock held). */
+void reserve_resync(struct shim_file *f, int fd);
+
+/*
+ * The chunk policy, pure for testing: the next chunk given the previous
+ * one, the bytes the previous reservation served and over how long.  Aims
+ * at one reservation per RESERVE_PERIOD_NS at the current append rate,
+ * moving by at most a factor of two per step, within [min, max].
+ */
+#define RESERVE_PERIOD_NS 250000000ull
+uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
+			    uint64_t min, uint64_t max);
+
+/* Bound a chunk by free space: at most 1/16 of what is free, in blocks. */
+uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint32_t blksize);
+
+/*
+ * eof = max(eof, end): an unlocked check first, a CAS only when the write
+ * extends — a write inside the file dirties no shared line.
+ */
+static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
+{
+	uint64_t cur = atomic_load_explicit(&seg->eof, memory_order_relaxed);
+
+	while (end > cur) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &seg->eof, &cur, end, memory_order_release,
+			    memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+/* tail = max(tail, end), for writes at explicit offsets. */
+static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
+{
+	uint64_t cur = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+
+	while (end > cur &&
+	       !atomic_compare_exchange_weak_explicit(&seg->tail, &cur, end,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+#endif

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-inode shared segment (create, attach, validate, detach, reclaim),
+ * the per-user hint, and the owner identity every shared object records.
+ */
+#ifndef DIOSHIM_SEGMENT_H
+#define DIOSHIM_SEGMENT_H
+
+#include "dioshim/layout.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+/* This process's attachment to one segment. */
+struct shim_file {
+	struct dioshim_seg *seg;
+	uint64_t dev, ino;
+	uint32_t fs_bit; /* CONFIG_FS_* */
+	int slot; /* our slot in seg->slot[] */
+	unsigned refs; /* ofds pointing here; under files_lock */
+	struct shim_file *next; /* the process's list; under files_lock */
+};
+
+/* Identity of the calling process, as recorded in owner words. */
+struct owner_id {
+	uint64_t pid_start;
+	uint64_t pidns;
+};
+const struct owner_id *owner_self(void);
+/* Recompute after fork (the child is a new process). */
+void owner_refresh(void);
+/* False only when the process named is known to be gone. */
+bool owner_alive(uint64_t pid_start, uint64_t pidns);
+
+/*
+ * What a file looks like to the segment code: filled from one statx of the
+ * data file (plus statfs for fs_bit).
+ */
+struct file_id {
+	uint64_t dev, ino;
+	uint64_t size;
+	uint32_t blksize;
+	uint32_t fs_bit;
+	uint32_t birth_kind;
+	int64_t birth_sec;
+	uint32_t birth_nsec;
+};
+
+/* statx the fd; false if not a regular file dioshim may accelerate (wrong
+ * filesystem, append-only or immutable inode). */
+bool file_identify(int fd, struct file_id *id);
+
+/*
+ * Find this process's attachment for the file, attaching to (or, with
+ * create, creating) its segment.  Takes a reference.  NULL when the file
+ * has no usable segment: the caller passes the call through.
+ */
+struct shim_file *segment_attach(int fd, const struct file_id *id, bool create);
+
+/* Drop a reference; the last one detaches, and the last detacher of the
+ * file trims the reserved tail through fd (still open) and removes the
+ * segment. */
+void segment_put(struct shim_file *f, int fd);
+
+/* Read the logical EOF of a file this process may not have open, for
+ * stat(path).  False when it has no valid segment. */
+bool segment_peek_eof(const struct stat *st, const char *path_or_null,
+		      int dirfd, int at_flags, uint64_t *eof);
+
+/* Detach from every segment (exit, _exit). */
+void segment_detach_all(void);
+
+/* After fork, in the child: take slots of our own in every segment the
+ * parent had attached. */
+void segment_atfork_child(void);
+
+/* Lock the process's file list around fork. */
+void segment_atfork_prepare(void);
+void segment_atfork_parent(void);
+
+/* At load: if any segment may exist, give back slots that name this very
+ * process (left by the image we replaced with exec). */
+void segment_reclaim_self(void);
+
+/* The hint: false means no segment exists for this user right now. */
+bool hint_maybe_live(void);
+/* Generation of segment creations; changes whenever a segment appears.
+ * UINT64_MAX when the hint is unusable (callers then always re-check). */
+uint64_t hint_gen(void);
+
+/* Robust process-shared lock with a bound: true if taken (*recovered says
+ * the previous owner died holding it), false on timeout or a broken lock. */
+bool seg_lock(pthread_mutex_t *m, bool *recovered);
+void seg_unlock(pthread_mutex_t *m);
+
+/* Name of a file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
+int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
+
+/* Map and validate an existing segment by path (for the dioshim command
+ * and recovery); NULL with errno on failure.  Unmap with segment_unmap. */
+struct dioshim_seg *segment_map_path(const char *path, bool writable);
+void segment_unmap(struct dioshim_seg *seg);
+
+#endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's own system calls.  Inside the library a call to open() or
+ * fstat() would bind to our own wrapper and re-enter it; the shim's
+ * bookkeeping therefore goes straight to the kernel.  The application's
+ * calls go through real_* instead, to keep libc's semantics (cancellation
+ * points, errno conventions, vDSO) for them.
+ */
+#ifndef DIOSHIM_SYS_H
+#define DIOSHIM_SYS_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static inline int sys_openat(int dirfd, const char *path, int flags, mode_t m)
+{
+	return (int)syscall(SYS_openat, dirfd, path, flags, m);
+}
+
+static inline int sys_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+
+static inline ssize_t sys_read(int fd, void *buf, size_t n)
+{
+	return syscall(SYS_read, fd, buf, n);
+}
+
+static inline int sys_fstat(int fd, struct stat *st)
+{
+	return (int)syscall(SYS_fstat, fd, st);
+}
+
+static inline int sys_statx(int dirfd, const char *path, int flags,
+			    unsigned mask, struct statx *stx)
+{
+	return (int)syscall(SYS_statx, dirfd, path, flags, mask, stx);
+}
+
+static inline int sys_fstatfs(int fd, struct statfs *sfs)
+{
+	return (int)syscall(SYS_fstatfs, fd, sfs);
+}
+
+static inline int sys_ftruncate(int fd, off_t len)
+{
+	return (int)syscall(SYS_ftruncate, fd, len);
+}
+
+static inline int sys_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return (int)syscall(SYS_fallocate, fd, mode, off, len);
+}
+
+static inline off_t sys_lseek(int fd, off_t off, int whence)
+{
+	return (off_t)syscall(SYS_lseek, fd, off, whence);
+}
+
+static inline int sys_fcntl(int fd, int cmd, long arg)
+{
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+static inline int sys_unlink(const char *path)
+{
+	return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+}
+
+static inline int sys_link(const char *from, const char *to)
+{
+	return (int)syscall(SYS_linkat, AT_FDCWD, from, AT_FDCWD, to, 0);
+}
+
+static inline int sys_fchmod(int fd, mode_t m)
+{
+	return (int)syscall(SYS_fchmod, fd, m);
+}
+
+static inline pid_t sys_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+#endif
