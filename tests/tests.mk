@@ -1,1 +1,34 @@
+# Tests: unit programs (one behaviour each, exit 0 pass / 1 fail / 77 skip)
+# that link the mechanisms directly, helper programs the bats tests run,
+# and the bats suites.  make test ends with "N passed, N failed, N skipped".
 
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
+# Unit tests link everything but the wrappers.
+UNIT_OBJ := $(filter-out $(BUILD)/obj/interpose.o,$(LIB_OBJ))
+
+$(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(UNIT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -Itests/unit -o $@ $< $(UNIT_OBJ) \
+		-ldl -lpthread
+
+$(BUILD)/tests/helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE \
+		-o $@ $< -lpthread -laio -luring
+
+$(BUILD)/appendbench: bench/appendbench.c
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -lpthread
+
+test-build: all $(UNIT_BIN) $(HELPER_BIN) $(BUILD)/appendbench
+
+# TESTS=unit or TESTS=tests/bats/append.bats narrows the run.
+test: deps test-build
+	@tests/run.sh $(TESTS)
+
+.PHONY: test test-build

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install what building, testing and benchmarking dioshim need, when it is
+# missing (Debian/Ubuntu).  Does nothing when everything is there.
+set -e
+need=""
+have() { command -v "$1" >/dev/null 2>&1; }
+hdr() { [ -e "/usr/include/$1" ]; }
+have cc || need="$need gcc"
+have make || need="$need make"
+have fio || need="$need fio"
+have bats || need="$need bats"
+have sysbench || need="$need sysbench"
+have mkfs.xfs || need="$need xfsprogs"
+have mkfs.ext4 || need="$need e2fsprogs"
+have xfs_io || need="$need xfsprogs"
+have strace || need="$need strace"
+have losetup || need="$need util-linux"
+hdr liburing.h || need="$need liburing-dev"
+hdr libaio.h || need="$need libaio-dev"
+[ -z "$need" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "dioshim: missing:$need — run 'make deps' as root, or install them" >&2
+	exit 1
+fi
+echo "dioshim: installing:$need"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq $need >/dev/null

@@ -1,0 +1,66 @@
+# shellcheck shell=bash
+# Shared by every bats suite: paths, the launcher, scratch filesystems.
+#
+# A suite that needs a real filesystem calls `fs_setup_file TYPE [SIZE]`
+# from setup_file and `fs_teardown_file` from teardown_file; without root
+# or loop devices its tests skip and say why.  Files are checked with tools
+# run outside the shim (`noshim`).
+
+TOP=${TOP:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
+BUILD=${BUILD:-$TOP/build}
+DIOSHIM=$BUILD/dioshim
+APPENDBENCH=$BUILD/appendbench
+HELPERS=$BUILD/tests/helpers
+export TOP BUILD DIOSHIM APPENDBENCH HELPERS
+# shellcheck source=../lib/scratchfs.sh
+source "$TOP/tests/lib/scratchfs.sh"
+: "${DIOSHIM_SHM_DIR:=/dev/shm}"
+export DIOSHIM_SHM_DIR
+
+# Run under the shim / strictly outside it.
+shim() { "$DIOSHIM" "$@"; }
+noshim() { env -u LD_PRELOAD "$@"; }
+
+fs_setup_file() {
+	local type=$1 size=${2:-1G} why
+	if ! why=$(scratch_skip_reason "$type"); then
+		export FS_SKIP="$why"
+		return 0
+	fi
+	scratch_make "$type" "$size" || {
+		export FS_SKIP="could not make a $type scratch filesystem"
+		scratch_destroy
+		return 0
+	}
+	export FS_TYPE=$type FS_SKIP=
+	# tmpfs is served only when asked for.
+	[ "$type" = tmpfs ] && export DIOSHIM_FS=tmpfs
+	return 0
+}
+
+fs_teardown_file() {
+	[ -n "${SCRATCH_DIR:-}" ] && scratch_destroy "$SCRATCH_DIR"
+	return 0
+}
+
+# In setup (per test): skip when the suite has no filesystem.
+fs_require() {
+	[ -z "${FS_SKIP:-}" ] || skip "$FS_SKIP"
+	[ -n "${SCRATCH_MNT:-}" ] || skip "no scratch filesystem"
+}
+
+# The size of a file as a process outside the shim sees it.
+real_size() { noshim stat -c %s "$1"; }
+
+# No segment may be left for a file once every writer has gone.
+assert_no_segment() {
+	local dev ino
+	dev=$(noshim stat -c %d "$1")
+	ino=$(noshim stat -c %i "$1")
+	local seg
+	seg=$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" "$dev" "$ino")
+	if [ -e "$seg" ]; then
+		echo "segment $seg still exists" >&2
+		return 1
+	fi
+}

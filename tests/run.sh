@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs every test and ends with one line: "N passed, N failed, N skipped".
+#
+#   tests/run.sh                 unit programs, then every bats suite
+#   tests/run.sh unit            unit programs only
+#   tests/run.sh FILE.bats...    those suites only
+#
+# Scratch filesystems the suites make are torn down by the suites; this
+# script tears down whatever a killed suite left in its registry.
+set -u
+cd "$(dirname "$0")/.."
+export TOP=$PWD BUILD=$PWD/build
+export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-test-$$.registry
+# The tests' segments live in a directory of their own.
+export DIOSHIM_SHM_DIR=$(mktemp -d /dev/shm/dioshim-test.XXXXXX)
+source tests/lib/scratchfs.sh
+cleanup() {
+	scratch_destroy_all
+	rm -rf "$DIOSHIM_SHM_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass=0 fail=0 skip=0
+failed=()
+
+run_unit() {
+	local t name rc out
+	for t in "$BUILD"/tests/unit/test_*; do
+		[ -x "$t" ] || continue
+		name=unit/$(basename "$t")
+		out=$(timeout 300 "$t" 2>&1)
+		rc=$?
+		case $rc in
+		0) pass=$((pass + 1)); echo "ok      $name" ;;
+		77) skip=$((skip + 1)); echo "skip    $name: ${out##*$'\n'}" ;;
+		*) fail=$((fail + 1)); failed+=("$name")
+		   echo "FAIL    $name (exit $rc)"; printf '%s\n' "$out" | sed 's/^/        /' | tail -40 ;;
+		esac
+	done
+}
+
+# One suite under one filesystem (FS, read by the suite's setup_file).
+run_suite() {
+	local file=$1 fs=$2 line tag name
+	tag=$(basename "$file" .bats)${fs:+[$fs]}
+	while IFS= read -r line; do
+		name=${line#*ok }
+		name="$tag ${name#* }"
+		case $line in
+		"ok "*"# skip"*) skip=$((skip + 1)); echo "skip    $name" ;;
+		"ok "*) pass=$((pass + 1)); echo "ok      $name" ;;
+		"not ok "*) fail=$((fail + 1)); failed+=("$name"); echo "FAIL    $name" ;;
+		"#"*) echo "        $line" ;;
+		esac
+	done < <(FS=$fs bats --tap "$file" 2>&1)
+}
+
+# A suite whose header says "# fs: ext4 xfs" runs once per filesystem.
+run_bats() {
+	local file fss fs
+	for file in "$@"; do
+		fss=$(sed -n 's/^# fs: *//p' "$file" | head -n 1)
+		if [ -z "$fss" ]; then
+			run_suite "$file" ""
+		else
+			for fs in $fss; do
+				run_suite "$file" "$fs"
+			done
+		fi
+	done
+}
+
+if [ $# -eq 0 ]; then
+	run_unit
+	run_bats tests/bats/*.bats
+elif [ "$1" = unit ]; then
+	run_unit
+else
+	run_bats "$@"
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo
+	echo "failed:"
+	printf '  %s\n' "${failed[@]}"
+fi
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
