@@ -11,6 +11,7 @@
 #include "log.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
@@ -31,7 +32,10 @@ bool config_parse_size(const char *s, uint64_t *out)
 
 	if (!s || !isdigit((unsigned char)*s))
 		return false;
+	errno = 0;
 	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return false;
 	switch (tolower((unsigned char)*end)) {
 	case 'k':
 		shift = 10;

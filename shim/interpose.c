@@ -59,11 +59,16 @@ static void atfork_child(void)
 
 static void lib_init_once(void)
 {
+	/* May run inside the first wrapper called: that call's errno is the
+	 * application's. */
+	int saved = errno;
+
 	real_resolve();
 	config_load();
 	if (!config.disable)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	__atomic_store_n(&lib_ready, 1, __ATOMIC_RELEASE);
+	errno = saved;
 }
 
 static inline void lib_ensure(void)

@@ -222,7 +222,11 @@ bool reserve_trim(struct shim_file *f, int fd)
 	struct stat st;
 	int wfd, rc, err;
 
-	if (fd < 0 || sys_fstat(fd, &st))
+	/* Without a descriptor only the words can say nothing is reserved;
+	 * a reservation must then wait for a user who can check and cut. */
+	if (fd < 0)
+		return atomic_load(&seg->phys) <= eof;
+	if (sys_fstat(fd, &st))
 		return false;
 	if ((uint64_t)st.st_size <= eof) {
 		/* Nothing reserved (or cut by someone else): eof follows. */

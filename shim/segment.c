@@ -807,16 +807,70 @@ void segment_atfork_child(void)
 	pthread_mutex_unlock(&files_lock);
 }
 
+/* Give back, in one segment, the slots that name this process. */
+static void reclaim_self_in(const char *path)
+{
+	struct dioshim_seg *seg = shm_open_existing(path, SEG_SIZE, true);
+	bool recovered;
+	int i;
+
+	if (!seg)
+		return;
+	if (seg->magic == DIOSHIM_SEG_MAGIC &&
+	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
+	    seg_lock(&seg->attach_lock, &recovered)) {
+		for (i = 0; i < DIOSHIM_MAX_PROCS; i++)
+			if (owner_is_self(&seg->slot[i].owner))
+				slot_release(seg, i);
+		seg_unlock(&seg->attach_lock);
+	}
+	munmap(seg, SEG_SIZE);
+}
+
+/*
+ * exec keeps the pid and the start time, so slots the previous image held
+ * still look alive — and exec killed its other threads, perhaps with writes
+ * counted in flight, which would hold every barrier up until we exit.  At
+ * load, nothing of ours is attached yet: any slot naming us is stale.  The
+ * files stay open across exec only if inherited; the new image re-attaches
+ * to them on first use.
+ */
 void segment_reclaim_self(void)
 {
+	char buf[4096], path[PATH_MAX];
+	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
+	long n, off;
+	int dfd;
+
 	/* Nothing to do unless some segment exists: the common case costs
 	 * one load of the hint. */
 	if (!hint_maybe_live())
 		return;
-	/* Slots that name this process are found and reset by slot_claim()
-	 * when this image attaches again; a segment it never re-attaches
-	 * keeps the stale slot until the process exits, which only delays
-	 * the trim of that file's tail to then. */
+	dfd = sys_openat(AT_FDCWD, config.shm_dir,
+			 O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dfd < 0)
+		return;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (off = 0; off < n;) {
+			struct linux_dirent64 {
+				uint64_t d_ino;
+				int64_t d_off;
+				unsigned short d_reclen;
+				unsigned char d_type;
+				char d_name[];
+			} *d = (void *)(buf + off);
+
+			off += d->d_reclen;
+			if (strncmp(d->d_name, DIOSHIM_SEG_PREFIX, plen) ||
+			    strstr(d->d_name, ".tmp"))
+				continue;
+			if (snprintf(path, sizeof(path), "%s/%s",
+				     config.shm_dir, d->d_name) <
+			    (int)sizeof(path))
+				reclaim_self_in(path);
+		}
+	}
+	sys_close(dfd);
 }
 
 /* ---- read-only access: stat(path) and the dioshim command ------------- */

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+/* Configuration parsing: sizes with suffixes, filesystem lists, bad values
+ * keep the defaults. */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include <linux/magic.h>
+
+int main(void)
+{
+	uint64_t v;
+
+	CHECK(config_parse_size("4096", &v) && v == 4096);
+	CHECK(config_parse_size("64k", &v) && v == 65536);
+	CHECK(config_parse_size("1M", &v) && v == 1 << 20);
+	CHECK(config_parse_size("2GiB", &v) && v == 2ull << 30);
+	CHECK(config_parse_size("3gb", &v) && v == 3ull << 30);
+	CHECK(!config_parse_size("", &v));
+	CHECK(!config_parse_size("-1", &v));
+	CHECK(!config_parse_size("12q", &v));
+	CHECK(!config_parse_size("1Mx", &v));
+	CHECK(!config_parse_size("99999999999999999999", &v));
+	CHECK(!config_parse_size("20000000T", &v));
+
+	CHECK_EQ(config_fs_bit(EXT4_SUPER_MAGIC), CONFIG_FS_EXT4);
+	CHECK_EQ(config_fs_bit(XFS_SUPER_MAGIC), CONFIG_FS_XFS);
+	CHECK_EQ(config_fs_bit(TMPFS_MAGIC), CONFIG_FS_TMPFS);
+	CHECK_EQ(config_fs_bit(BTRFS_SUPER_MAGIC), 0);
+
+	/* Defaults. */
+	config_load();
+	CHECK_EQ(config.fs_mask, CONFIG_FS_EXT4 | CONFIG_FS_XFS);
+	CHECK_EQ(config.reserve, 1 << 20);
+	CHECK_EQ(config.reserve_max, 64 << 20);
+	CHECK(!config.disable);
+
+	setenv("DIOSHIM_FS", "xfs, tmpfs,btrfs", 1);
+	setenv("DIOSHIM_RESERVE", "256k", 1);
+	setenv("DIOSHIM_RESERVE_MAX", "128k", 1); /* below RESERVE: raised */
+	setenv("DIOSHIM_DISABLE", "1", 1);
+	setenv("DIOSHIM_SHM_MODE", "0644", 1); /* refused: keeps 0600 */
+	config_load();
+	CHECK_EQ(config.fs_mask, CONFIG_FS_XFS | CONFIG_FS_TMPFS);
+	CHECK_EQ(config.reserve, 256 << 10);
+	CHECK_EQ(config.reserve_max, 256 << 10);
+	CHECK(config.disable);
+	CHECK_EQ(config.shm_mode, 0600);
+
+	setenv("DIOSHIM_RESERVE", "bogus", 1); /* keeps the last good value */
+	setenv("DIOSHIM_DISABLE", "0", 1);
+	setenv("DIOSHIM_SHM_MODE", "0660", 1);
+	config.disable = false;
+	config_load();
+	CHECK_EQ(config.reserve, 256 << 10);
+	CHECK(!config.disable);
+	CHECK_EQ(config.shm_mode, 0660);
+	return unit_result();
+}

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fd table: an O_DIRECT writer is attached at open; dups share one
+ * open file description and one reference; the last close detaches; fds
+ * the shim never saw are adopted on first use; pipes and directories pass;
+ * a number reused behind the shim's back is replaced; F_SETFL adding
+ * O_DIRECT attaches; close_range drops a range.
+ */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "fdtable.h"
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+static bool seg_exists(int fd)
+{
+	struct stat st, ss;
+	char p[512];
+
+	fstat(fd, &st);
+	segment_path(p, sizeof(p), st.st_dev, st.st_ino);
+	return stat(p, &ss) == 0;
+}
+
+int main(void)
+{
+	char path[512], path2[512];
+	struct ofd *o, *o2;
+	int fd, fd2, fd3, pfd[2];
+
+	unit_setup();
+	fd = unit_file("a", 0, path, sizeof(path));
+	fdtable_opened(fd, O_RDWR | O_DIRECT);
+	o = fdtable_resolve(fd);
+	CHECK(o && atomic_load(&o->file));
+	CHECK(seg_exists(fd));
+
+	/* dup shares the ofd. */
+	fd2 = dup(fd);
+	fdtable_dup(fd, fd2);
+	CHECK(fdtable_resolve(fd2) == o);
+	CHECK_EQ(o->refs, 2);
+	fdtable_close(fd);
+	close(fd);
+	CHECK(fdtable_resolve(fd2) == o);
+	CHECK(seg_exists(fd2));
+	/* Last close: detached, segment removed. */
+	fdtable_close(fd2);
+	CHECK(!seg_exists(fd2));
+	close(fd2);
+	CHECK(fdtable_peek(fd2) == NULL);
+
+	/* An fd opened behind the shim's back is adopted on first use. */
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_DIRECT, 0);
+	CHECK(fd >= 0);
+	CHECK(fdtable_peek(fd) == NULL);
+	o = fdtable_resolve(fd);
+	CHECK(o && atomic_load(&o->file));
+	CHECK(seg_exists(fd));
+
+	/* Its number closed and reused behind our back, then opened through
+	 * the shim: the stale entry is replaced and nothing is trimmed
+	 * through the new file. */
+	syscall(SYS_close, fd);
+	fd3 = unit_file("b", 12345, path2, sizeof(path2));
+	CHECK_EQ(fd3, fd);
+	fdtable_opened(fd3, O_RDWR | O_DIRECT);
+	o2 = fdtable_resolve(fd3);
+	CHECK(o2 && atomic_load(&o2->file) &&
+	      atomic_load(&o2->file)->seg->eof == 12345);
+	{
+		struct stat st;
+
+		fstat(fd3, &st);
+		CHECK_EQ(st.st_size, 12345);
+	}
+	fdtable_close(fd3);
+	close(fd3);
+
+	/* Pipes pass through. */
+	CHECK(pipe(pfd) == 0);
+	CHECK(fdtable_resolve(pfd[0]) == NULL);
+	CHECK(fdtable_resolve(pfd[1]) == NULL);
+	o = fdtable_peek(pfd[0]);
+	CHECK(o == OFD_PASS || (o && !atomic_load(&o->file)));
+	fdtable_close(pfd[0]);
+	fdtable_close(pfd[1]);
+	close(pfd[0]);
+	close(pfd[1]);
+
+	/* A buffered writer: watched, not attached (no segment exists)... */
+	fd = open(path, O_RDWR);
+	fdtable_opened(fd, O_RDWR);
+	CHECK(fdtable_resolve(fd) == NULL);
+	CHECK(!seg_exists(fd));
+	/* ... until F_SETFL turns O_DIRECT on. */
+	CHECK(fcntl(fd, F_SETFL, O_DIRECT) == 0);
+	fdtable_setfl(fd);
+	o = fdtable_resolve(fd);
+	CHECK(o && atomic_load(&o->file));
+	CHECK(atomic_load(&o->flags) & O_DIRECT);
+
+	/* A second, buffered fd of a file that has a segment is served too
+	 * (it must see the logical size). */
+	fd2 = open(path, O_RDONLY);
+	fdtable_opened(fd2, O_RDONLY);
+	o2 = fdtable_resolve(fd2);
+	CHECK(o2 && atomic_load(&o2->file) == atomic_load(&o->file));
+
+	/* close_range drops both. */
+	fdtable_close_range((unsigned)(fd < fd2 ? fd : fd2),
+			    (unsigned)(fd < fd2 ? fd2 : fd));
+	CHECK(fdtable_peek(fd) == NULL && fdtable_peek(fd2) == NULL);
+	CHECK(!seg_exists(fd));
+	close(fd);
+	close(fd2);
+
+	/* fds past the table's reach are never served. */
+	CHECK(fdtable_resolve(1 << 30) == NULL);
+	return unit_result();
+}

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+/* The reservation chunk policy: grows with the append rate toward one
+ * reservation per period, at most doubling or halving per step, inside
+ * [RESERVE, RESERVE_MAX], and never more than 1/16 of free space. */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "reserve.h"
+
+#define MiB (1ull << 20)
+
+int main(void)
+{
+	const uint64_t min = 1 * MiB, max = 64 * MiB, ms = 1000000;
+	uint64_t c;
+
+	/* 1 MiB served in 10 ms = 100 MiB/s: a 250 ms period wants 25 MiB,
+	 * but a step at most doubles. */
+	CHECK_EQ(reserve_chunk_next(1 * MiB, 1 * MiB, 10 * ms, min, max),
+		 2 * MiB);
+	/* Growth repeats until the rate's target is reached... */
+	c = 1 * MiB;
+	for (int i = 0; i < 10; i++)
+		c = reserve_chunk_next(c, c, c / MiB * 10 * ms, min, max);
+	CHECK_EQ(c, 25 * MiB);
+	/* ... and stops at the maximum. */
+	c = 1 * MiB;
+	for (int i = 0; i < 20; i++)
+		c = reserve_chunk_next(c, c, 1 * ms, min, max);
+	CHECK_EQ(c, max);
+	/* A slow appender shrinks it, at most by half per step. */
+	CHECK_EQ(reserve_chunk_next(64 * MiB, 64 * MiB, 100000 * ms, min, max),
+		 32 * MiB);
+	CHECK_EQ(reserve_chunk_next(2 * MiB, 2 * MiB, 100000 * ms, min, max),
+		 1 * MiB);
+	CHECK_EQ(reserve_chunk_next(1 * MiB, 1 * MiB, 100000 * ms, min, max),
+		 1 * MiB);
+	/* Results are whole multiples of the minimum. */
+	c = reserve_chunk_next(8 * MiB, 5 * MiB + 12345, 250 * ms, min, max);
+	CHECK_EQ(c % min, 0);
+	CHECK(c >= 5 * MiB && c <= 6 * MiB);
+	/* Degenerate inputs do not divide by zero or overflow. */
+	CHECK_EQ(reserve_chunk_next(1 * MiB, UINT64_MAX, 0, min, max), 2 * MiB);
+	CHECK_EQ(reserve_chunk_next(1 * MiB, 0, 0, min, max), min);
+
+	/* Free space: a chunk is at most 1/16 of what is free, in blocks. */
+	CHECK_EQ(reserve_chunk_bound(64 * MiB, 1024 * MiB, 4096), 64 * MiB);
+	CHECK_EQ(reserve_chunk_bound(64 * MiB, 160 * MiB, 4096), 10 * MiB);
+	CHECK_EQ(reserve_chunk_bound(64 * MiB, 16 * 4096 + 100, 4096), 4096);
+	CHECK_EQ(reserve_chunk_bound(64 * MiB, 4096, 4096), 0);
+	return unit_result();
+}
