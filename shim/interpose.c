@@ -167,9 +167,14 @@ static inline struct ofd *served(int fd)
 
 static int open_common(int dirfd, const char *path, int flags, mode_t mode)
 {
+	int fd;
+
 	if (!shim_on())
 		return real_openat(dirfd, path, flags, mode);
-	return io_open(dirfd, path, flags, mode);
+	io_busy = 1;
+	fd = io_open(dirfd, path, flags, mode);
+	io_busy = 0;
+	return fd;
 }
 
 #define OPEN_MODE(flags, last)                  \

@@ -32,7 +32,9 @@
 #include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 /* The kernel's cap on one read or write (MAX_RW_COUNT). */
 #define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
@@ -46,6 +48,7 @@ __thread int io_busy __attribute__((tls_model("initial-exec")));
 struct guard {
 	int cancel_state;
 	int saved_errno;
+	int busy;
 };
 
 static inline void guard_enter(struct guard *g)
@@ -53,13 +56,14 @@ static inline void guard_enter(struct guard *g)
 	g->saved_errno = errno;
 	pthread_testcancel();
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
+	g->busy = io_busy;
 	io_busy = 1;
 }
 
 /* Leave with the call's own errno on failure, the caller's on success. */
 static inline void guard_exit(struct guard *g, ssize_t ret, int err)
 {
-	io_busy = 0;
+	io_busy = g->busy;
 	pthread_setcancelstate(g->cancel_state, NULL);
 	errno = ret < 0 ? err : g->saved_errno;
 }
@@ -181,6 +185,43 @@ static void stat_add(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+/*
+ * eof = end for an append that wrote [off, end), once every append before
+ * it has published.  The kernel runs O_APPEND writes one at a time, so the
+ * size a reader sees never covers an append still in flight; appends that
+ * run in parallel must publish in the order of their offsets for that to
+ * stay true.  An appender killed between claiming and publishing would
+ * hold the others back: past APPEND_WAIT_NS the rest publish anyway (the
+ * range it claimed reads as zeros, the one trace of it).
+ */
+#define APPEND_WAIT_NS 2000000000ull
+static bool publish_in_order(struct dioshim_seg *seg, uint64_t off,
+			     uint64_t end)
+{
+	struct timespec t0, t, nap = { 0, 20000 };
+	unsigned spins = 0;
+
+	while (atomic_load_explicit(&seg->eof, memory_order_acquire) < off) {
+		if (++spins < 64) {
+			sched_yield();
+			continue;
+		}
+		if (spins == 64)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		nanosleep(&nap, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
+			    (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec >
+		    APPEND_WAIT_NS) {
+			log_msg("append at %llu: an earlier append never "
+				"completed; publishing past it",
+				(unsigned long long)off);
+			break;
+		}
+	}
+	return eof_advance(seg, end);
+}
+
 ssize_t io_write(struct ofd *o, const struct io_req *r)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
@@ -232,28 +273,35 @@ ssize_t io_write(struct ofd *o, const struct io_req *r)
 	ret = append ? real_write_at(r, off) : real_write_call(r);
 	err = errno;
 
+	/* ext_lock goes first: an append waiting below for an earlier one
+	 * must not hold what that one needs. */
 	if (res == RESERVE_EXACT)
 		reserve_exact_done(f, r->fd);
 	if (ret > 0) {
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
-		if (eof_advance(seg, off + (uint64_t)ret))
-			stat_add(&sh->extends, 1);
 	}
 	if (append) {
 		uint64_t claimed = off + len;
 		uint64_t done = off + (ret > 0 ? (uint64_t)ret : 0);
+		uint64_t publish = done;
 
 		stat_add(&sh->appends, 1);
 		/* A short or failed append gives back what it did not use,
-		 * if no later append has claimed past it. */
-		if (done < claimed)
-			atomic_compare_exchange_strong(&seg->tail, &claimed,
-						       done);
+		 * if no later append has claimed past it; if one has, the
+		 * size must still pass over this one to reach it. */
+		if (done < claimed &&
+		    !atomic_compare_exchange_strong(&seg->tail, &claimed,
+						    done))
+			publish = off + len;
+		if (publish > off && publish_in_order(seg, off, publish))
+			stat_add(&sh->extends, 1);
 		/* write() on O_APPEND leaves the position at the end of
 		 * what it wrote. */
 		if (!positional && ret > 0)
 			sys_lseek(r->fd, (off_t)done, SEEK_SET);
+	} else if (ret > 0 && eof_advance(seg, off + (uint64_t)ret)) {
+		stat_add(&sh->extends, 1);
 	}
 	inflight_exit(sh);
 out_unlock:

@@ -3,8 +3,8 @@
  * Resolution of the real libc symbols, driven by real.def.
  *
  * A wrapper can run before our constructor (another library's constructor
- * opens a file), so every wrapper calls real_ensure() first; resolution runs
- * once, under pthread_once, and publishes with a release store.  Only
+ * opens a file), so every wrapper makes sure the library is initialised
+ * first (interpose.c); resolution runs once, under pthread_once.  Only
  * symbols glibc 2.36 exports are named: dlsym of a missing name mallocs.
  */
 #define _GNU_SOURCE
@@ -19,7 +19,6 @@
 #undef REAL
 #undef COMPAT
 
-int real_ready;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 
 static void real_resolve_once(void)
@@ -31,7 +30,6 @@ static void real_resolve_once(void)
 #include "real.def"
 #undef REAL
 #undef COMPAT
-	__atomic_store_n(&real_ready, 1, __ATOMIC_RELEASE);
 }
 
 void real_resolve(void)

@@ -14,18 +14,9 @@
 #undef REAL
 #undef COMPAT
 
-/* Resolve every real_* pointer; safe to call from any thread, any time,
- * before or after the constructor.  Every name in real.def is exported by
+/* Resolve every real_* pointer, once; safe to call from any thread, any
+ * time, before or after the constructor.  Every name in real.def is exported by
  * glibc 2.36, so a wrapper only runs where its real function exists. */
 void real_resolve(void);
-
-/* Non-zero once every pointer is resolved. */
-extern int real_ready;
-
-static inline void real_ensure(void)
-{
-	if (__builtin_expect(!__atomic_load_n(&real_ready, __ATOMIC_ACQUIRE), 0))
-		real_resolve();
-}
 
 #endif

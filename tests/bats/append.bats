@@ -27,3 +27,10 @@ setup() { fs_require; F=$SCRATCH_MNT/append.$BATS_TEST_NUMBER; }
 	[ "$status" -eq 0 ]
 	assert_no_segment "$F"
 }
+
+@test "O_APPEND appenders: a size read while they run never covers an append in flight" {
+	run timeout 120 "$DIOSHIM" "$HELPERS/appendwatch" "$F" 8 400
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F")" -eq $((8 * 400 * 4096)) ]
+}
