@@ -50,11 +50,17 @@ static void usage(FILE *out)
 		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n");
 }
 
-static int file_exists(const char *p)
+/* True if p names a regular file; p is made canonical in place. */
+static int file_exists(char *p)
 {
+	char canon[PATH_MAX];
 	struct stat st;
 
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+	if (stat(p, &st) || !S_ISREG(st.st_mode))
+		return 0;
+	if (realpath(p, canon) && strlen(canon) < PATH_MAX - 64)
+		strcpy(p, canon);
+	return 1;
 }
 
 /* The library that belongs with this launcher. */
