@@ -218,7 +218,7 @@ static uint64_t data_end(int fd, uint64_t from)
 bool reserve_trim(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t eof = atomic_load(&seg->eof), target;
+	uint64_t eof = atomic_load(&seg->eof), aligned, target;
 	struct stat st;
 	int wfd, rc, err;
 
@@ -237,9 +237,10 @@ bool reserve_trim(struct shim_file *f, int fd)
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
 	 * its write but before moving eof) ends where the data ends. */
-	target = data_end(fd, round_up(eof, seg->blksize));
-	if (target < eof)
-		target = eof;
+	aligned = round_up(eof, seg->blksize);
+	target = data_end(fd, aligned);
+	if (target <= aligned)
+		target = eof; /* no data past the block holding eof */
 	if (target >= (uint64_t)st.st_size) {
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		target = (uint64_t)st.st_size;
