@@ -18,6 +18,15 @@
  *
  * The result line is key=value pairs: mode, writers, ops, secs, iops,
  * cpu_us_per_op (user+sys of every writer, per write), size.
+ *
+ * For crash tests: -A ACKLOG logs "writer seq" for every record the
+ * program was told is written (after its sync, with -F; else after the
+ * write); -E ends a writer quietly at its first error (the filesystem was
+ * shut down under it); -T SIZE adds a process that keeps truncating the
+ * file to SIZE (raising the shim's barrier); -f syncs with fsync rather
+ * than fdatasync.  `check -A ACKLOG` then requires every acknowledged
+ * record, allows blocks of zeros (writes never acknowledged), and requires
+ * the file to end at its data (or at SIZE with -T).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,6 +63,10 @@ struct opts {
 	uint64_t fsync_every;
 	bool buffered;
 	bool keep; /* do not O_TRUNC the file */
+	bool quiet_errors; /* -E */
+	bool full_sync; /* -f */
+	uint64_t trunc_to; /* -T */
+	const char *acklog; /* -A */
 	const char *file;
 };
 
@@ -62,13 +75,31 @@ struct shared {
 	_Atomic uint64_t ops;
 	_Atomic int stop;
 	_Atomic int errors;
+	_Atomic int writers_done;
 };
 
 static struct opts o = {
 	.mode = M_COUNTER, .threads = 1, .procs = 1, .bs = 4096, .secs = 5,
 };
 static struct shared *sh;
-static int fd;
+static int fd, ackfd = -1;
+
+/* Acknowledge records [from, to) of writer w in one append. */
+static void ack(uint32_t w, uint64_t from, uint64_t to)
+{
+	char buf[4096];
+	size_t n = 0;
+
+	while (from < to) {
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%u %" PRIu64 "\n",
+				      w, from++);
+		if (n > sizeof(buf) - 64 || from == to) {
+			if (write(ackfd, buf, n) != (ssize_t)n)
+				abort();
+			n = 0;
+		}
+	}
+}
 
 static uint64_t mix(uint64_t x)
 {
@@ -150,7 +181,7 @@ struct worker {
 static void *work(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t seq, rnd = mix(w->id + 1), size = 0;
+	uint64_t seq, rnd = mix(w->id + 1), size = 0, acked = 0;
 	struct stat st;
 	char *buf;
 	ssize_t r;
@@ -174,6 +205,8 @@ static void *work(void *arg)
 		switch (o.mode) {
 		case M_COUNTER:
 			off = atomic_fetch_add(&sh->next, o.bs);
+			if (o.trunc_to && off + o.bs > o.trunc_to)
+				goto out; /* writes stay below -T */
 			r = pwrite(fd, buf, o.bs, (off_t)off);
 			break;
 		case M_APPEND:
@@ -190,21 +223,43 @@ static void *work(void *arg)
 			break;
 		}
 		if (r != (ssize_t)o.bs) {
+			if (o.quiet_errors)
+				break;
 			fprintf(stderr, "writer %u: write returned %zd: %s\n",
 				w->id, r, r < 0 ? strerror(errno) : "short");
 			atomic_fetch_add(&sh->errors, 1);
 			break;
 		}
-		if (o.fsync_every && (seq + 1) % o.fsync_every == 0 &&
-		    fdatasync(fd)) {
-			perror("fdatasync");
-			atomic_fetch_add(&sh->errors, 1);
-			break;
+		if (o.fsync_every && (seq + 1) % o.fsync_every == 0) {
+			if (o.full_sync ? fsync(fd) : fdatasync(fd)) {
+				if (o.quiet_errors)
+					break;
+				perror("sync");
+				atomic_fetch_add(&sh->errors, 1);
+				break;
+			}
+			if (ackfd >= 0)
+				ack(w->id, acked, seq + 1);
+			acked = seq + 1;
+		} else if (ackfd >= 0 && !o.fsync_every) {
+			ack(w->id, seq, seq + 1);
 		}
 		atomic_fetch_add_explicit(&sh->ops, 1, memory_order_relaxed);
 	}
+out:
 	free(buf);
 	return NULL;
+}
+
+/* -T: keep truncating the file to one size, until the writers stop. */
+static void truncater(void)
+{
+	while (!atomic_load(&sh->stop) && !atomic_load(&sh->writers_done))
+		if (ftruncate(fd, (off_t)o.trunc_to)) {
+			perror("ftruncate");
+			_exit(1);
+		}
+	_exit(0);
 }
 
 /* One process's writers: threads numbered from base. */
@@ -254,7 +309,8 @@ static void usage(void)
 		"usage: appendbench run|check [-m counter|append|overwrite|random]\n"
 		"         [-t threads] [-p procs] [-b blocksize] [-n writes-per-writer]\n"
 		"         [-s seconds] [-S span] [-P prealloc] [-F fsync-every]\n"
-		"         [-B (buffered)] [-k (keep file)] FILE\n");
+		"         [-B (buffered)] [-k (keep file)] [-A acklog] [-E] [-f]\n"
+		"         [-T truncate-size] FILE\n");
 	exit(2);
 }
 
@@ -265,6 +321,7 @@ static int cmd_run(void)
 	uint64_t ops;
 	struct stat st;
 	int flags = O_RDWR | O_CREAT | (o.buffered ? 0 : O_DIRECT);
+	pid_t *kids = calloc((size_t)o.procs, sizeof(pid_t)), trunc_pid = 0;
 	int p;
 
 	if (!o.keep && o.mode != M_OVERWRITE)
@@ -284,12 +341,24 @@ static int cmd_run(void)
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
+	if (o.acklog) {
+		ackfd = open(o.acklog, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC,
+			     0644);
+		if (ackfd < 0) {
+			perror(o.acklog);
+			return 1;
+		}
+	}
+	if (o.trunc_to) {
+		trunc_pid = fork();
+		if (trunc_pid == 0)
+			truncater();
+	}
 
 	t0 = now();
-	for (p = 0; p < o.procs; p++) {
-		if (o.procs == 1) {
-			break;
-		} else if (fork() == 0) {
+	for (p = 0; o.procs > 1 && p < o.procs; p++) {
+		kids[p] = fork();
+		if (kids[p] == 0) {
 			run_threads((uint32_t)(p * o.threads));
 			_exit(0);
 		}
@@ -305,8 +374,12 @@ static int cmd_run(void)
 	} else if (o.procs == 1) {
 		run_threads(0);
 	}
-	while (wait(NULL) > 0)
-		;
+	/* Writers first: the truncater runs until they are all done. */
+	for (p = 0; o.procs > 1 && p < o.procs; p++)
+		waitpid(kids[p], NULL, 0);
+	atomic_store(&sh->writers_done, 1);
+	if (trunc_pid > 0)
+		waitpid(trunc_pid, NULL, 0);
 	t1 = now();
 
 	getrusage(RUSAGE_SELF, &ru_self);
@@ -328,17 +401,48 @@ static int cmd_run(void)
 	return atomic_load(&sh->errors) ? 1 : 0;
 }
 
+/* The acknowledged records of an -A log, as a bitmap per writer. */
+static int read_acks(uint32_t writers, uint64_t blocks, uint8_t **acked,
+		     uint64_t *count)
+{
+	FILE *f = fopen(o.acklog, "r");
+	unsigned w;
+	uint64_t seq;
+
+	*count = 0;
+	if (!f) {
+		perror(o.acklog);
+		return 1;
+	}
+	while (fscanf(f, "%u %" SCNu64, &w, &seq) == 2) {
+		if (w >= writers || seq > blocks) {
+			/* More acknowledged than the file can hold: lost. */
+			printf("acknowledged writer %u seq %" PRIu64
+			       " cannot be in a file of %" PRIu64 " blocks\n",
+			       w, seq, blocks);
+			fclose(f);
+			return 1;
+		}
+		acked[w][seq] = 1;
+		(*count)++;
+	}
+	fclose(f);
+	return 0;
+}
+
 /*
  * Check a file an append or counter run wrote: every block a whole record,
- * no zero block, no record twice, each writer's records 0..n-1 with none
- * missing (with -n: exactly n each).
+ * no record twice, each writer's records 0..n-1 with none missing (with
+ * -n: exactly n each).  With -A (after a crash or kills): every
+ * acknowledged record present, zero blocks allowed (unacknowledged
+ * writes), and the file ends at its last record (or at -T SIZE).
  */
 static int cmd_check(void)
 {
 	uint32_t writers = (uint32_t)(o.threads * o.procs), w;
-	uint64_t *next, blocks, b, *seen_count;
+	uint64_t *next, blocks, b, *seen_count, acks = 0, data_end = 0;
 	int rc = 0, kind;
-	uint8_t **seen;
+	uint8_t **seen, **acked = NULL;
 	struct stat st;
 	char *buf;
 
@@ -358,6 +462,12 @@ static int cmd_check(void)
 	seen = calloc(writers, sizeof(*seen));
 	for (w = 0; w < writers; w++)
 		seen[w] = calloc(blocks + 1, 1);
+	if (o.acklog) {
+		acked = calloc(writers, sizeof(*acked));
+		for (w = 0; w < writers; w++)
+			acked[w] = calloc(blocks + 1, 1);
+		rc |= read_acks(writers, blocks, acked, &acks);
+	}
 	buf = malloc(o.bs);
 	for (b = 0; b < blocks; b++) {
 		uint64_t seq;
@@ -369,10 +479,14 @@ static int cmd_check(void)
 		}
 		kind = parse(buf, o.bs, &w, &seq);
 		if (kind == 1) {
-			printf("block %" PRIu64 ": zeros (a lost write)\n", b);
-			rc = 1;
+			if (!o.acklog) {
+				printf("block %" PRIu64 ": zeros (a lost write)\n",
+				       b);
+				rc = 1;
+			}
 			continue;
 		}
+		data_end = (b + 1) * o.bs;
 		if (kind == 2) {
 			printf("block %" PRIu64 ": torn or garbage\n", b);
 			rc = 1;
@@ -394,6 +508,16 @@ static int cmd_check(void)
 			next[w] = seq + 1;
 	}
 	for (w = 0; w < writers; w++) {
+		if (acked) {
+			for (b = 0; b <= blocks; b++)
+				if (acked[w][b] && !seen[w][b]) {
+					printf("writer %u seq %" PRIu64
+					       ": acknowledged, not in the file\n",
+					       w, b);
+					rc = 1;
+				}
+			continue;
+		}
 		if (seen_count[w] != next[w]) {
 			printf("writer %u: %" PRIu64 " records but highest seq "
 			       "%" PRIu64 ": some are missing\n", w,
@@ -406,8 +530,19 @@ static int cmd_check(void)
 			rc = 1;
 		}
 	}
-	printf("%s: %" PRIu64 " records, %u writers: %s\n", o.file, blocks,
-	       writers, rc ? "BAD" : "ok");
+	if (o.acklog) {
+		uint64_t want = o.trunc_to > data_end ? o.trunc_to : data_end;
+
+		if ((uint64_t)st.st_size != want) {
+			printf("size %lld, but the data ends at %" PRIu64 "%s\n",
+			       (long long)st.st_size, data_end,
+			       o.trunc_to ? " (or the -T size)" : "");
+			rc = 1;
+		}
+	}
+	printf("%s: %" PRIu64 " blocks, %u writers, %" PRIu64
+	       " acknowledged: %s\n", o.file, blocks, writers, acks,
+	       rc ? "BAD" : "ok");
 	return rc;
 }
 
@@ -420,7 +555,7 @@ int main(int argc, char **argv)
 		usage();
 	cmd = argv[1];
 	optind = 2;
-	while ((c = getopt(argc, argv, "m:t:p:b:n:s:S:P:F:Bk")) != -1) {
+	while ((c = getopt(argc, argv, "m:t:p:b:n:s:S:P:F:BkA:EfT:")) != -1) {
 		switch (c) {
 		case 'm':
 			if (!strcmp(optarg, "counter"))
@@ -444,6 +579,10 @@ int main(int argc, char **argv)
 		case 'F': o.fsync_every = strtoull(optarg, NULL, 0); break;
 		case 'B': o.buffered = true; break;
 		case 'k': o.keep = true; break;
+		case 'A': o.acklog = optarg; break;
+		case 'E': o.quiet_errors = true; break;
+		case 'f': o.full_sync = true; break;
+		case 'T': o.trunc_to = parse_size(optarg); break;
 		default: usage();
 		}
 	}

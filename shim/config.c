@@ -140,6 +140,8 @@ void config_load(void)
 		copy_str(config.log_path, sizeof(config.log_path), v);
 	if ((v = getenv("DIOSHIM_DISABLE")) && *v && strcmp(v, "0"))
 		config.disable = true;
+	if ((v = getenv("DIOSHIM_GROUP_COMMIT")) && *v)
+		config.group_commit = strcmp(v, "0") != 0;
 	load_size("DIOSHIM_RESERVE", &config.reserve);
 	load_size("DIOSHIM_RESERVE_MAX", &config.reserve_max);
 	if (config.reserve_max < config.reserve)

@@ -9,6 +9,7 @@
 
 struct config {
 	bool disable; /* DIOSHIM_DISABLE: pass every call through */
+	bool group_commit; /* DIOSHIM_GROUP_COMMIT: share concurrent syncs */
 	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
 	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */

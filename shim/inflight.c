@@ -53,16 +53,27 @@ struct dioshim_shard *inflight_enter(struct shim_file *f)
 {
 	struct dioshim_seg *seg = f->seg;
 	struct dioshim_shard *sh = inflight_shard(f);
+	bool waited = false;
 
 	for (;;) {
 		atomic_fetch_add_explicit(&sh->inflight, 1,
 					  memory_order_seq_cst);
-		if (!atomic_load_explicit(&seg->barrier, memory_order_seq_cst))
+		if (!atomic_load_explicit(&seg->barrier,
+					  memory_order_seq_cst)) {
+			if (waited)
+				atomic_fetch_sub(&seg->barrier_waiters, 1);
 			return sh;
+		}
 		atomic_fetch_sub_explicit(&sh->inflight, 1,
 					  memory_order_release);
-		if (!barrier_wait(seg))
+		if (!waited) {
+			atomic_fetch_add(&seg->barrier_waiters, 1);
+			waited = true;
+		}
+		if (!barrier_wait(seg)) {
+			atomic_fetch_sub(&seg->barrier_waiters, 1);
 			return NULL;
+		}
 	}
 }
 
@@ -88,6 +99,8 @@ int64_t inflight_count(struct dioshim_seg *seg)
 			n += slot_inflight(&seg->slot[i]);
 	return n;
 }
+
+#define FAIR_WAIT_MS 10
 
 static uint64_t ms_since(const struct timespec *t0)
 {
@@ -153,6 +166,21 @@ bool barrier_raise(struct shim_file *f)
 
 	if (!seg_lock(&seg->barrier_lock, &recovered))
 		return false;
+	/* Writers held up by the last barrier get in before this one goes
+	 * up (for at most FAIR_WAIT_NS: a waiter killed while waiting never
+	 * gets in). */
+	if (atomic_load(&seg->barrier_waiters)) {
+		struct timespec t0;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (atomic_load(&seg->barrier_waiters) &&
+		       ms_since(&t0) < FAIR_WAIT_MS) {
+			seg_unlock(&seg->barrier_lock);
+			sched_yield();
+			if (!seg_lock(&seg->barrier_lock, &recovered))
+				return false;
+		}
+	}
 	atomic_store_explicit(&seg->barrier, 1, memory_order_seq_cst);
 	drain(seg);
 	if (f->slot >= 0)

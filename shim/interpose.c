@@ -847,14 +847,16 @@ EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
 
 EXPORT int fsync(int fd)
 {
-	lib_ensure();
-	return real_fsync(fd);
+	struct ofd *o = served(fd);
+
+	return o ? io_fsync(o, fd, false) : real_fsync(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
-	lib_ensure();
-	return real_fdatasync(fd);
+	struct ofd *o = served(fd);
+
+	return o ? io_fsync(o, fd, true) : real_fdatasync(fd);
 }
 
 EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned int flags)

@@ -22,6 +22,8 @@
 #define _GNU_SOURCE
 #include "io.h"
 
+#include "commit.h"
+#include "config.h"
 #include "inflight.h"
 #include "log.h"
 #include "real.h"
@@ -439,10 +441,15 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 	ret = real_ftruncate(fd, len);
 	err = errno;
 	if (ret == 0) {
-		/* No writer is in flight: the words can move down. */
+		/* No writer is in flight: the words can move down.  The
+		 * reservation went with the kernel's truncate; so must its
+		 * record, lest recovery cut a size set here. */
 		atomic_store(&seg->phys, (uint64_t)len);
 		atomic_store(&seg->eof, (uint64_t)len);
 		atomic_store(&seg->tail, (uint64_t)len);
+		if (atomic_load(&seg->synced_eof) > (uint64_t)len)
+			atomic_store(&seg->synced_eof, (uint64_t)len);
+		record_forget(f, fd);
 	}
 	if (locked)
 		seg_unlock(&seg->ext_lock);
@@ -542,12 +549,46 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 			reserve_exact_done(f, fd);
 	}
 	failed = posix ? ret != 0 : ret < 0;
-	if (!failed)
-		eof_advance(seg, end);
+	/* The size grew with no data under it: recovery from the record
+	 * would not find it, so the next sync must rewrite the record. */
+	if (!failed && eof_advance(seg, end))
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
 	inflight_exit(sh);
 out:
 	/* posix_fallocate returns its error and leaves errno alone. */
 	guard_exit(&g, posix ? 0 : ret, err);
+	return ret;
+}
+
+int io_fsync(struct ofd *o, int fd, bool datasync)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	struct dioshim_seg *seg = f->seg;
+	struct guard g;
+	uint64_t eof;
+	int ret, err;
+
+	guard_enter(&g);
+	/* ext4's fdatasync does not make an xattr change durable; fsync
+	 * does.  Upgrade only when the record had to change. */
+	if (record_stale(seg) && record_refresh(f, fd))
+		datasync = false;
+	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	if (config.group_commit)
+		ret = commit_sync(f, fd, datasync);
+	else
+		ret = datasync ? real_fdatasync(fd) : real_fsync(fd);
+	err = errno;
+	/* Every write that had completed when the sync began is durable. */
+	if (ret == 0) {
+		uint64_t cur = atomic_load(&seg->synced_eof);
+
+		while (eof > cur &&
+		       !atomic_compare_exchange_weak(&seg->synced_eof, &cur, eof))
+			;
+	}
+	guard_exit(&g, ret, err);
 	return ret;
 }
 

@@ -59,6 +59,11 @@ int io_ftruncate(struct ofd *o, int fd, off_t len);
 int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		 bool posix);
 
+/* fsync / fdatasync: keeps the EOF record able to find the size being
+ * made durable, then syncs (shared with concurrent callers when group
+ * commit is on). */
+int io_fsync(struct ofd *o, int fd, bool datasync);
+
 /* The logical EOF, bounded by the size the kernel just reported. */
 uint64_t io_eof(struct ofd *o, uint64_t kernel_size);
 

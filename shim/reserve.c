@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "recover.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -81,7 +82,7 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 	struct rlimit rl;
 	struct statfs sfs;
 	struct stat st;
-	uint64_t phys, start, chunk, new_phys, now;
+	uint64_t phys, eof, start, chunk, new_phys, now;
 	bool recovered;
 
 	if (!seg_lock(&seg->ext_lock, &recovered))
@@ -139,8 +140,33 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 		if (new_phys > rl.rlim_cur)
 			new_phys = rl.rlim_cur;
 	}
+	/* The record goes first, so the journal commits it no later than the
+	 * size it describes; no record, no reservation: a crash could leave
+	 * a tail that recovery would not know to cut.  It names the eof the
+	 * last sync made durable, not the current one: appends not yet synced
+	 * may not survive a crash, and recovery must not keep their size
+	 * without their data (what survives of them, it keeps as data). */
+	eof = atomic_load(&seg->synced_eof);
+	if (!record_write(fd, eof, new_phys)) {
+		if (errno == EOPNOTSUPP || errno == ENOTSUP) {
+			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+			log_msg("no user xattrs here: extending writes of this "
+				"file go to the kernel as issued");
+		} else {
+			log_once("cannot record eof (%s): writing exactly",
+				 strerror(errno));
+		}
+		goto exact;
+	}
 	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
-		if (errno == EOPNOTSUPP) {
+		int err = errno;
+
+		/* Put the record back to the truth: the old reservation. */
+		if (phys > atomic_load(&seg->eof))
+			record_write(fd, eof, phys);
+		else
+			record_remove(fd);
+		if (err == EOPNOTSUPP) {
 			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
 			log_msg("fallocate unsupported: extending writes of "
 				"this file go to the kernel as issued");
@@ -148,10 +174,12 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 			log_once("reservation of %llu bytes failed (%s): "
 				 "writing exactly",
 				 (unsigned long long)(new_phys - start),
-				 strerror(errno));
+				 strerror(err));
 		}
 		goto exact;
 	}
+	atomic_store(&seg->recorded_eof, eof);
+	atomic_store(&seg->recorded_phys, new_phys);
 	atomic_store_explicit(&seg->phys, new_phys, memory_order_release);
 	seg->chunk = chunk ? chunk : config.reserve;
 	seg->last_reserve_ns = now;
@@ -178,43 +206,6 @@ void reserve_exact_done(struct shim_file *f, int fd)
 	seg_unlock(&seg->ext_lock);
 }
 
-/* fd itself if it can truncate, else a new write-only descriptor for the
- * same file (the caller closes it if it differs). */
-static int writable_fd(int fd)
-{
-	char path[64];
-	int fl = sys_fcntl(fd, F_GETFL, 0);
-
-	if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
-		return fd;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	return sys_openat(AT_FDCWD, path, O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
-}
-
-/*
- * End of the data at or past from, or from itself when [from, size) holds
- * none: SEEK_DATA / SEEK_HOLE see unwritten extents as holes.
- */
-static uint64_t data_end(int fd, uint64_t from)
-{
-	uint64_t end = from;
-	off_t d = (off_t)from, h;
-
-	for (;;) {
-		d = sys_lseek(fd, d, SEEK_DATA);
-		if (d < 0)
-			break;
-		h = sys_lseek(fd, d, SEEK_HOLE);
-		if (h < 0)
-			break;
-		end = (uint64_t)h;
-		d = h;
-	}
-	return end;
-}
-
-/* Cut [target, size) where target = max(eof, end of data); the caller
- * makes sure nobody writes meanwhile. */
 bool reserve_trim(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
@@ -225,7 +216,8 @@ bool reserve_trim(struct shim_file *f, int fd)
 	/* Without a descriptor only the words can say nothing is reserved;
 	 * a reservation must then wait for a user who can check and cut. */
 	if (fd < 0)
-		return atomic_load(&seg->phys) <= eof;
+		return atomic_load(&seg->phys) <= eof &&
+		       !atomic_load(&seg->recorded_phys);
 	if (sys_fstat(fd, &st))
 		return false;
 	if ((uint64_t)st.st_size <= eof) {
@@ -233,19 +225,19 @@ bool reserve_trim(struct shim_file *f, int fd)
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		atomic_store(&seg->eof, (uint64_t)st.st_size);
 		atomic_store(&seg->tail, (uint64_t)st.st_size);
-		return true;
+		return record_forget(f, fd);
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
 	 * its write but before moving eof) ends where the data ends. */
 	aligned = round_up(eof, seg->blksize);
-	target = data_end(fd, aligned);
+	target = recover_data_end(fd, aligned);
 	if (target <= aligned)
 		target = eof; /* no data past the block holding eof */
 	if (target >= (uint64_t)st.st_size) {
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		target = (uint64_t)st.st_size;
 	} else {
-		wfd = writable_fd(fd);
+		wfd = recover_writable_fd(fd);
 		if (wfd < 0) {
 			log_msg("cannot trim the reserved tail (%s): left "
 				"for the next user", strerror(errno));
@@ -268,7 +260,49 @@ bool reserve_trim(struct shim_file *f, int fd)
 		atomic_store(&seg->eof, target);
 		atomic_store(&seg->tail, target);
 	}
+	return record_forget(f, fd);
+}
+
+bool record_forget(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	if (!atomic_load(&seg->recorded_phys))
+		return true;
+	if (!record_remove(fd)) {
+		log_msg("cannot remove the eof record: %s", strerror(errno));
+		return false;
+	}
+	atomic_store(&seg->recorded_eof, 0);
+	atomic_store(&seg->recorded_phys, 0);
 	return true;
+}
+
+bool record_refresh(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t eof, phys;
+	bool recovered, ok = false;
+
+	if (!seg_lock(&seg->ext_lock, &recovered))
+		return false;
+	/* Cleared before eof is read: a size growth that races with us
+	 * sets it again, and the next sync records that. */
+	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SIZE_NO_DATA);
+	eof = atomic_load(&seg->eof);
+	phys = atomic_load(&seg->phys);
+	if (phys <= eof) {
+		ok = record_forget(f, fd);
+	} else if (record_write(fd, eof, phys)) {
+		atomic_store(&seg->recorded_eof, eof);
+		atomic_store(&seg->recorded_phys, phys);
+		ok = true;
+	} else {
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
+		log_once("cannot record eof at sync (%s)", strerror(errno));
+	}
+	seg_unlock(&seg->ext_lock);
+	return ok;
 }
 
 void reserve_resync(struct shim_file *f, int fd)

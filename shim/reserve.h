@@ -36,6 +36,32 @@ void reserve_exact_done(struct shim_file *f, int fd);
  */
 bool reserve_trim(struct shim_file *f, int fd);
 
+/* Remove the EOF record if one was written (the tail is gone).  False
+ * if it could not be removed. */
+bool record_forget(struct shim_file *f, int fd);
+
+/*
+ * Rewrite the record from the current words, under ext_lock (before a
+ * sync, when recovery from the old one would be wrong).  True if the
+ * record now matches (written, or removed when nothing is reserved).
+ */
+bool record_refresh(struct shim_file *f, int fd);
+
+/* Whether the record no longer lets recovery find the logical size: the
+ * reservation changed without a record, or the size grew without data. */
+static inline bool record_stale(struct dioshim_seg *seg)
+{
+	uint64_t phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
+
+	if (phys <= atomic_load_explicit(&seg->eof, memory_order_acquire))
+		return atomic_load_explicit(&seg->recorded_phys,
+					    memory_order_relaxed) != 0;
+	return atomic_load_explicit(&seg->recorded_phys,
+				    memory_order_relaxed) != phys ||
+	       (atomic_load_explicit(&seg->flags, memory_order_relaxed) &
+		DIOSHIM_SEGF_SIZE_NO_DATA);
+}
+
 /* Re-read phys, eof and tail from the kernel size after a size change the
  * kernel made (barrier and ext_lock held). */
 void reserve_resync(struct shim_file *f, int fd);

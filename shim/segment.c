@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "mem.h"
+#include "recover.h"
 #include "reserve.h"
 #include "sys.h"
 
@@ -256,7 +257,7 @@ static void *shm_open_existing(const char *path, size_t size, bool writable)
  */
 static void *shm_create_published(const char *path, size_t size,
 				  void (*init)(void *, const void *),
-				  const void *arg)
+				  void (*undo)(void *), const void *arg)
 {
 	char tmp[PATH_MAX];
 	void *map;
@@ -286,6 +287,8 @@ static void *shm_create_published(const char *path, size_t size,
 	if (sys_link(tmp, path)) {
 		err = errno;
 		sys_unlink(tmp);
+		if (undo)
+			undo(map);
 		munmap(map, size);
 		errno = err;
 		return NULL;
@@ -338,7 +341,7 @@ static struct dioshim_hint *hint_get(void)
 		h = shm_open_existing(path, sizeof(*h), true);
 		if (!h && errno == ENOENT) {
 			h = shm_create_published(path, sizeof(*h), hint_init,
-						 NULL);
+						 NULL, NULL);
 			if (!h && errno != EEXIST)
 				break;
 		} else if (!h) {
@@ -513,7 +516,7 @@ static bool others_alive(struct dioshim_seg *seg, int self)
 static void seg_resync(struct dioshim_seg *seg, int fd)
 {
 	struct stat st;
-	uint64_t eof;
+	uint64_t eof, aligned, data;
 
 	if (sys_fstat(fd, &st))
 		return;
@@ -521,8 +524,48 @@ static void seg_resync(struct dioshim_seg *seg, int fd)
 	eof = atomic_load(&seg->eof);
 	if (eof > (uint64_t)st.st_size)
 		eof = (uint64_t)st.st_size;
+	/* Data past eof was written (a writer killed between its write and
+	 * publishing it) — or eof is not to be trusted: either way the size
+	 * reaches at least to the end of the data. */
+	aligned = (eof + seg->blksize - 1) / seg->blksize * seg->blksize;
+	data = recover_data_end(fd, aligned);
+	if (data > aligned)
+		eof = data < (uint64_t)st.st_size ? data : (uint64_t)st.st_size;
 	atomic_store(&seg->eof, eof);
 	atomic_store(&seg->tail, eof);
+	if (atomic_load(&seg->synced_eof) > eof)
+		atomic_store(&seg->synced_eof, eof);
+	atomic_store(&seg->barrier, 0);
+}
+
+/*
+ * The first live user of a segment — its creator, or the first to join
+ * one whose users all died — before anyone else may use it (it holds
+ * attach_lock): cut what a crash left past the recorded EOF, then start
+ * the words from the kernel's size.  A segment of dead users is no more
+ * trusted than none: its words may be ahead of what reached the disk
+ * (the filesystem went down with them), while the record and the data
+ * are what the disk says.
+ */
+static void seg_recover(struct dioshim_seg *seg, int fd)
+{
+	struct stat st;
+
+	if (recover_fd(fd, seg->blksize, &recover_last) == RECOVER_FAILED) {
+		log_msg("recovery failed (%s): keeping the segment's eof",
+			strerror(errno));
+		seg_resync(seg, fd);
+		return;
+	}
+	if (sys_fstat(fd, &st))
+		return;
+	atomic_store(&seg->eof, (uint64_t)st.st_size);
+	atomic_store(&seg->tail, (uint64_t)st.st_size);
+	atomic_store(&seg->phys, (uint64_t)st.st_size);
+	atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
+	atomic_store(&seg->recorded_eof, 0);
+	atomic_store(&seg->recorded_phys, 0);
+	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SIZE_NO_DATA);
 	atomic_store(&seg->barrier, 0);
 }
 
@@ -570,8 +613,29 @@ static struct shim_file *file_new(void)
 
 struct seg_init_arg {
 	const struct file_id *id;
+	int fd;
 	int *slot;
 };
+
+/* Where fd's file is, for `dioshim gc`; empty if it has no name. */
+static void seg_note_path(struct dioshim_seg *seg, int fd)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = syscall(SYS_readlinkat, AT_FDCWD, link, seg->path,
+		    sizeof(seg->path) - 1);
+	if (n <= 0 || n >= (ssize_t)sizeof(seg->path) - 1 ||
+	    seg->path[0] != '/' || strstr(seg->path, " (deleted)"))
+		n = 0;
+	seg->path[n] = '\0';
+}
+
+static void seg_init_undo(void *map)
+{
+	pthread_mutex_unlock(&((struct dioshim_seg *)map)->attach_lock);
+}
 
 static void seg_init(void *map, const void *argp)
 {
@@ -592,11 +656,16 @@ static void seg_init(void *map, const void *argp)
 	atomic_store(&seg->eof, id->size);
 	atomic_store(&seg->tail, id->size);
 	atomic_store(&seg->phys, id->size);
+	atomic_store(&seg->synced_eof, id->size);
 	seg->chunk = config.reserve;
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->attach_lock);
 	robust_init(&seg->commit_lock);
+	/* Held until the creator has recovered the file: an attacher that
+	 * finds the new segment waits for it in seg_join. */
+	pthread_mutex_lock(&seg->attach_lock);
+	seg_note_path(seg, arg->fd);
 	owner_set_self(&seg->creator);
 	*arg->slot = 0;
 	owner_set_self(&seg->slot[0].owner);
@@ -637,7 +706,7 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		return -2;
 	}
 	if (!others_alive(seg, -1))
-		seg_resync(seg, fd);
+		seg_recover(seg, fd);
 	slot = slot_claim(seg);
 	seg_unlock(&seg->attach_lock);
 	if (slot < 0)
@@ -666,15 +735,18 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	for (tries = 0; tries < 8; tries++) {
 		seg = shm_open_existing(path, SEG_SIZE, true);
 		if (!seg && errno == ENOENT) {
-			struct seg_init_arg arg = { id, &slot };
+			struct seg_init_arg arg = { id, fd, &slot };
 
 			if (!create)
 				break;
 			hint_live_add(1);
 			seg = shm_create_published(path, SEG_SIZE, seg_init,
-						   &arg);
-			if (seg)
+						   seg_init_undo, &arg);
+			if (seg) {
+				seg_recover(seg, fd);
+				seg_unlock(&seg->attach_lock);
 				break;
+			}
 			hint_live_add(-1);
 			if (errno == EEXIST)
 				continue;
@@ -871,6 +943,60 @@ void segment_reclaim_self(void)
 		}
 	}
 	sys_close(dfd);
+}
+
+/* ---- the dioshim command: gc and users -------------------------------- */
+
+int segment_live_users(struct dioshim_seg *seg)
+{
+	int i, n = 0;
+
+	for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		uint64_t o = atomic_load(&seg->slot[i].owner.pid_start);
+
+		if (o && owner_alive(o, seg->slot[i].owner.pidns))
+			n++;
+	}
+	return n;
+}
+
+enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
+{
+	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true);
+	enum gc_verdict v;
+	bool recovered;
+
+	file[0] = '\0';
+	if (!seg)
+		return GC_FOREIGN;
+	if (seg->magic != DIOSHIM_SEG_MAGIC ||
+	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE ||
+	    !seg_lock(&seg->attach_lock, &recovered)) {
+		munmap(seg, SEG_SIZE);
+		return GC_FOREIGN;
+	}
+	memcpy(file, seg->path, cap < sizeof(seg->path) ? cap : sizeof(seg->path));
+	file[cap - 1] = '\0';
+	if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
+	    others_alive(seg, -1)) {
+		v = GC_IN_USE;
+	} else if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD ||
+		   (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
+		    !atomic_load(&seg->recorded_phys))) {
+		/* Nothing reserved: the segment is all there is to remove. */
+		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD)
+			hint_live_add(-1);
+		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
+		sys_unlink(segpath);
+		v = GC_REMOVED;
+	} else {
+		/* A tail to cut: that needs the file (segment_attach then
+		 * segment_put, by the caller). */
+		v = GC_NEEDS_FILE;
+	}
+	seg_unlock(&seg->attach_lock);
+	munmap(seg, SEG_SIZE);
+	return v;
 }
 
 /* ---- read-only access: stat(path) and the dioshim command ------------- */

@@ -97,6 +97,22 @@ void seg_unlock(pthread_mutex_t *m);
 /* Name of a file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
 int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
 
+/* Processes attached to seg and alive. */
+int segment_live_users(struct dioshim_seg *seg);
+
+/*
+ * `dioshim gc` for one segment file: removes it when nobody alive uses it
+ * and nothing is reserved.  When a reserved tail must be cut first, says
+ * GC_NEEDS_FILE and copies the file's recorded path into file.
+ */
+enum gc_verdict {
+	GC_IN_USE,
+	GC_REMOVED,
+	GC_NEEDS_FILE,
+	GC_FOREIGN, /* not a segment of ours, or unreadable: left alone */
+};
+enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap);
+
 /* Map and validate an existing segment by path (for the dioshim command
  * and recovery); NULL with errno on failure.  Unmap with segment_unmap. */
 struct dioshim_seg *segment_map_path(const char *path, bool writable);

@@ -59,7 +59,9 @@ enum dioshim_birth_kind {
 };
 
 /* dioshim_seg.flags */
-#define DIOSHIM_SEGF_NO_RESERVE 0x1u /* fallocate unsupported: never reserve */
+#define DIOSHIM_SEGF_NO_RESERVE 0x1u /* fallocate or xattrs unsupported */
+#define DIOSHIM_SEGF_SIZE_NO_DATA 0x2u /* eof grew past the data since the
+					* record was written (fallocate) */
 
 /*
  * Owner of a slot or a lock: a process, named so that a recycled pid never
@@ -148,7 +150,10 @@ struct dioshim_seg {
 	 * two always sees the other).
 	 */
 	DIOSHIM_ATOMIC(uint32_t) barrier __attribute__((aligned(DIOSHIM_CACHELINE)));
-	uint32_t barrier_pad;
+	/* writers that met a raised barrier and have not yet got in since:
+	 * the next raiser lets them in first, so size changes in a loop
+	 * cannot starve writers */
+	DIOSHIM_ATOMIC(uint32_t) barrier_waiters;
 	struct dioshim_owner barrier_owner;
 	uint64_t barrier_pad2[5];
 
@@ -166,13 +171,22 @@ struct dioshim_seg {
 
 	/* Group commit (DESIGN.md 2.7) and the durable-EOF record (5). */
 	DIOSHIM_ATOMIC(uint64_t) sync_seq __attribute__((aligned(DIOSHIM_CACHELINE)));
-	DIOSHIM_ATOMIC(uint64_t) sync_done;
+	DIOSHIM_ATOMIC(uint64_t) sync_done; /* tickets the last sync covered */
+	DIOSHIM_ATOMIC(uint64_t) sync_done_full; /* ... the last full fsync */
 	DIOSHIM_ATOMIC(int32_t) sync_err;
 	uint32_t sync_pad;
-	DIOSHIM_ATOMIC(uint64_t) recorded_eof; /* eof in user.dioshim.eof */
+	DIOSHIM_ATOMIC(uint64_t) sync_err_seq; /* start of the last failed sync */
+	/* What user.dioshim.eof says, as far as we know (0/0: no record);
+	 * changed only under ext_lock. */
+	DIOSHIM_ATOMIC(uint64_t) recorded_eof;
 	DIOSHIM_ATOMIC(uint64_t) recorded_phys;
-	uint64_t commit_pad[3];
+	/* eof when the last successful sync began: known durable */
+	DIOSHIM_ATOMIC(uint64_t) synced_eof;
 	pthread_mutex_t commit_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+	/* Where the file was when the segment was made: lets `dioshim gc`
+	 * trim a tail its writers left; verified against dev/ino before use. */
+	char path[256] __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS];
 	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
@@ -220,10 +234,12 @@ _Static_assert(offsetof(struct dioshim_seg, users) == 7 * DIOSHIM_CACHELINE,
 	       "attach line");
 _Static_assert(offsetof(struct dioshim_seg, sync_seq) == 8 * DIOSHIM_CACHELINE,
 	       "commit line");
-_Static_assert(offsetof(struct dioshim_seg, slot) == 10 * DIOSHIM_CACHELINE,
+_Static_assert(offsetof(struct dioshim_seg, path) == 10 * DIOSHIM_CACHELINE,
+	       "path");
+_Static_assert(offsetof(struct dioshim_seg, slot) == 14 * DIOSHIM_CACHELINE,
 	       "slots");
 _Static_assert(offsetof(struct dioshim_seg, stripe) ==
-		       10 * DIOSHIM_CACHELINE +
+		       14 * DIOSHIM_CACHELINE +
 			       DIOSHIM_MAX_PROCS * sizeof(struct dioshim_slot),
 	       "stripes");
 _Static_assert(sizeof(struct dioshim_seg) <= 128 * 1024, "segment budget");

@@ -6,6 +6,8 @@
  *   dioshim [--] CMD [ARGS...]   run CMD under the shim
  *   dioshim status FILE...       show the logical EOF, the reservation and
  *                                the writers of each file
+ *   dioshim recover FILE...      cut the reserved tail a crash left
+ *   dioshim gc                   remove segments nobody alive uses
  *
  * The library is found next to this program (the build tree) or in
  * ../lib/dioshim/ (an install); it is prepended to LD_PRELOAD, never put in
@@ -16,9 +18,12 @@
 
 #include "config.h"
 #include "inflight.h"
+#include "recover.h"
 #include "segment.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +40,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: dioshim [--] COMMAND [ARGS...]\n"
 		"       dioshim status FILE...\n"
+		"       dioshim recover FILE...\n"
+		"       dioshim gc\n"
 		"       dioshim --help | --version\n"
 		"\n"
 		"Runs COMMAND with libdioshim.so preloaded, so that its O_DIRECT\n"
@@ -152,18 +159,166 @@ static int status(char **files)
 			}
 		}
 		printf("%s: eof %llu phys %llu tail %llu kernel-size %lld "
+		       "record %llu/%llu "
 		       "users %u procs %d inflight %lld writes %llu bytes %llu "
 		       "appends %llu reserves %llu exact %llu\n",
 		       *files, (unsigned long long)atomic_load(&seg->eof),
 		       (unsigned long long)atomic_load(&seg->phys),
 		       (unsigned long long)atomic_load(&seg->tail),
-		       (long long)st.st_size, atomic_load(&seg->users), procs,
+		       (long long)st.st_size,
+		       (unsigned long long)atomic_load(&seg->recorded_eof),
+		       (unsigned long long)atomic_load(&seg->recorded_phys),
+		       atomic_load(&seg->users), procs,
 		       (long long)inflight_count(seg),
 		       (unsigned long long)writes, (unsigned long long)bytes,
 		       (unsigned long long)appends,
 		       (unsigned long long)reserves, (unsigned long long)exact);
 		segment_unmap(seg);
 	}
+	return rc;
+}
+
+/*
+ * Recover one file the way the first shimmed open does: attach (creating
+ * the segment runs the recovery from the record, joining one whose writers
+ * are gone takes its words), then detach as the last user, which cuts the
+ * tail.  A file still open under the shim is left alone.
+ */
+static int recover_one(const char *file)
+{
+	char segpath[PATH_MAX];
+	struct dioshim_seg *seg = NULL;
+	struct shim_file *f;
+	struct file_id id;
+	struct stat before, after;
+	int fd, users;
+
+	fd = open(file, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &before)) {
+		fprintf(stderr, "dioshim: %s: %s\n", file, strerror(errno));
+		return 1;
+	}
+	if (!file_identify(fd, &id)) {
+		/* Not on a served filesystem now (or not regular): the record
+		 * alone says what to cut. */
+		struct recover_report rep;
+
+		if (!S_ISREG(before.st_mode)) {
+			fprintf(stderr, "dioshim: %s: not a regular file\n",
+				file);
+			close(fd);
+			return 1;
+		}
+		if (recover_fd(fd, (uint32_t)before.st_blksize, &rep) ==
+		    RECOVER_FAILED) {
+			fprintf(stderr, "dioshim: %s: %s\n", file,
+				strerror(errno));
+			close(fd);
+			return 1;
+		}
+		recover_last = rep;
+		goto report;
+	}
+	segment_path(segpath, sizeof(segpath), id.dev, id.ino);
+	seg = segment_map_path(segpath, false);
+	if (seg) {
+		users = segment_live_users(seg);
+		segment_unmap(seg);
+		if (users) {
+			printf("%s: open under the shim by %d process%s: left "
+			       "alone\n", file, users, users > 1 ? "es" : "");
+			close(fd);
+			return 0;
+		}
+	}
+	memset(&recover_last, 0, sizeof(recover_last));
+	f = segment_attach(fd, &id, true);
+	if (!f) {
+		fprintf(stderr, "dioshim: %s: its segment is unusable (see "
+			"DIOSHIM_LOG=stderr)\n", file);
+		close(fd);
+		return 1;
+	}
+	segment_put(f, fd);
+report:
+	fstat(fd, &after);
+	close(fd);
+	if (recover_last.outcome != RECOVER_NO_RECORD)
+		printf("%s: record eof %llu phys %llu; size %lld -> %lld\n",
+		       file, (unsigned long long)recover_last.rec_eof,
+		       (unsigned long long)recover_last.rec_phys,
+		       (long long)before.st_size, (long long)after.st_size);
+	else if (seg)
+		printf("%s: writers gone; size %lld -> %lld\n", file,
+		       (long long)before.st_size, (long long)after.st_size);
+	else
+		printf("%s: no record, size %lld: left alone\n", file,
+		       (long long)before.st_size);
+	return 0;
+}
+
+static int recover(char **files)
+{
+	int rc = 0;
+
+	for (; *files; files++)
+		rc |= recover_one(*files);
+	return rc;
+}
+
+/* Remove segments nobody alive uses, cutting the tails they reserved. */
+static int gc(void)
+{
+	char segpath[PATH_MAX], file[256];
+	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
+	struct dirent *d;
+	int rc = 0;
+	DIR *dir = opendir(config.shm_dir);
+
+	if (!dir) {
+		fprintf(stderr, "dioshim: %s: %s\n", config.shm_dir,
+			strerror(errno));
+		return 1;
+	}
+	while ((d = readdir(dir))) {
+		if (strncmp(d->d_name, DIOSHIM_SEG_PREFIX, plen) ||
+		    strstr(d->d_name, ".tmp"))
+			continue;
+		snprintf(segpath, sizeof(segpath), "%s/%s", config.shm_dir,
+			 d->d_name);
+		switch (segment_gc(segpath, file, sizeof(file))) {
+		case GC_IN_USE:
+			printf("%s: in use (%s)\n", d->d_name, file);
+			break;
+		case GC_REMOVED:
+			printf("%s: removed (%s)\n", d->d_name, file);
+			break;
+		case GC_FOREIGN:
+			printf("%s: not ours or unreadable: left alone\n",
+			       d->d_name);
+			break;
+		case GC_NEEDS_FILE: {
+			struct stat st;
+			unsigned long long dev, ino;
+
+			/* The recorded path must still name that inode. */
+			if (sscanf(d->d_name + plen, "%llx.%llx", &dev, &ino) ==
+				    2 &&
+			    file[0] && stat(file, &st) == 0 &&
+			    (unsigned long long)st.st_dev == dev &&
+			    (unsigned long long)st.st_ino == ino) {
+				rc |= recover_one(file);
+			} else {
+				printf("%s: a reserved tail is left and its file "
+				       "is not at %s: run dioshim recover on it\n",
+				       d->d_name, file[0] ? file : "(unknown)");
+				rc = 1;
+			}
+			break;
+		}
+		}
+	}
+	closedir(dir);
 	return rc;
 }
 
@@ -191,6 +346,15 @@ int main(int argc, char **argv)
 		}
 		return run(argv + 2);
 	}
+	if (!strcmp(argv[1], "recover")) {
+		if (argc < 3) {
+			usage(stderr);
+			return 2;
+		}
+		return recover(argv + 2);
+	}
+	if (!strcmp(argv[1], "gc"))
+		return gc();
 	if (!strcmp(argv[1], "status")) {
 		if (argc < 3) {
 			usage(stderr);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The durable record of the logical EOF and recovery after a crash
+ * (DESIGN.md 5).
+ *
+ * While a reservation exists the file carries the xattr user.dioshim.eof,
+ * "v1 EOF PHYS": the logical EOF when the record was written and the
+ * kernel size it reserved.  After a crash (the shared segment is gone with
+ * the machine), the first shimmed open, or `dioshim recover`, cuts the
+ * reserved tail: back to EOF if the size is still PHYS and nothing was
+ * written past EOF, otherwise to the end of the last data block — never
+ * below either, so no byte that was written is cut.
+ */
+#ifndef DIOSHIM_RECOVER_H
+#define DIOSHIM_RECOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Write, read, remove the record (raw syscalls; errno on failure). */
+bool record_write(int fd, uint64_t eof, uint64_t phys);
+bool record_read(int fd, uint64_t *eof, uint64_t *phys);
+bool record_remove(int fd);
+
+/* End of the data at or past from (block-aligned), or from when
+ * [from, size) holds none: unwritten extents count as holes. */
+uint64_t recover_data_end(int fd, uint64_t from);
+
+enum recover_outcome {
+	RECOVER_NO_RECORD, /* nothing to do: the file is left alone */
+	RECOVER_CLEAN, /* a record, but no tail to cut: record removed */
+	RECOVER_TRIMMED, /* tail cut, record removed */
+	RECOVER_FAILED, /* errno says why; the file is unchanged */
+};
+
+struct recover_report {
+	enum recover_outcome outcome;
+	uint64_t rec_eof, rec_phys; /* the record */
+	uint64_t size_before, size_after;
+};
+
+/* fd itself if it is open for writing, else a new write-only descriptor
+ * of the same file (the caller closes it if it differs); -1 if none. */
+int recover_writable_fd(int fd);
+
+/* Recover fd from its record; nobody may be writing
+ * the file meanwhile (the caller holds the segment's attach_lock). */
+enum recover_outcome recover_fd(int fd, uint32_t blksize,
+				struct recover_report *rep);
+
+/* The last recovery this process ran, for the dioshim command. */
+extern struct recover_report recover_last;
+
+#endif
