@@ -114,8 +114,13 @@ bool owner_alive(uint64_t pid_start, uint64_t pidns)
 
 	if (pid_start == me->pid_start && pidns == me->pidns)
 		return true;
+	/* proc inode numbers are 32-bit and never 0 (0 is recorded only by
+	 * a process that could not read its own, when neither can we): any
+	 * other value is a corrupt word, and a corrupt owner is no owner. */
+	if (pidns > UINT32_MAX || pid <= 0 || (!pidns && me->pidns))
+		return false;
 	/* A pid from another namespace means nothing here: assume alive. */
-	if (pidns != me->pidns || pid <= 0)
+	if (pidns != me->pidns)
 		return true;
 	if (!proc_starttime(pid, &start, &gone))
 		return true;
@@ -144,21 +149,28 @@ static void owner_set_self(struct dioshim_owner *o)
 
 /* ---- robust locks ----------------------------------------------------- */
 
-bool seg_lock(pthread_mutex_t *m, bool *recovered)
+static int seg_lock_for(pthread_mutex_t *m, bool *recovered, int secs)
 {
 	struct timespec dl;
 	int rc;
 
 	*recovered = false;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += LOCK_TIMEOUT_SEC;
+	dl.tv_sec += secs;
 	rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &dl);
 	if (rc == EOWNERDEAD) {
 		/* The holder died: its critical section is ours to repair. */
 		pthread_mutex_consistent(m);
 		*recovered = true;
-		return true;
+		return 0;
 	}
+	return rc;
+}
+
+bool seg_lock(pthread_mutex_t *m, bool *recovered)
+{
+	int rc = seg_lock_for(m, recovered, LOCK_TIMEOUT_SEC);
+
 	if (rc) {
 		log_msg("shared lock unusable (%s): passing through",
 			strerror(rc));
@@ -508,6 +520,44 @@ static bool others_alive(struct dioshim_seg *seg, int self)
 	return false;
 }
 
+/* Is any attached process alive?  Reads only: no lock needed. */
+static bool any_live_owner(struct dioshim_seg *seg)
+{
+	int i;
+
+	for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		uint64_t o = atomic_load(&seg->slot[i].owner.pid_start);
+
+		if (o && owner_alive(o, seg->slot[i].owner.pidns))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * attach_lock, which every attach and detach takes and holds only briefly.
+ * If it cannot be had in ATTACH_TIMEOUT_SEC and no attached process is
+ * alive, its word is garbage (nobody alive can hold it): it is made anew.
+ */
+#define ATTACH_TIMEOUT_SEC 2
+static bool attach_lock_take(struct dioshim_seg *seg)
+{
+	bool recovered;
+	int rc = seg_lock_for(&seg->attach_lock, &recovered,
+			      ATTACH_TIMEOUT_SEC);
+
+	if (!rc)
+		return true;
+	if (any_live_owner(seg)) {
+		log_msg("attach lock held too long (%s): passing through",
+			strerror(rc));
+		return false;
+	}
+	log_msg("attach lock unusable with no live user: re-made");
+	robust_init(&seg->attach_lock);
+	return seg_lock_for(&seg->attach_lock, &recovered, 1) == 0;
+}
+
 /*
  * First live user of a segment whose previous users all died: the words
  * may be behind the kernel (a writer killed between fallocate and storing
@@ -565,8 +615,22 @@ static void seg_recover(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
 	atomic_store(&seg->recorded_eof, 0);
 	atomic_store(&seg->recorded_phys, 0);
-	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SIZE_NO_DATA);
+	/* Nobody alive holds or waits on anything here: everything the dead
+	 * left — locks, barrier, policy, group-commit state — starts over,
+	 * whatever its words say. */
+	atomic_store(&seg->flags, 0);
 	atomic_store(&seg->barrier, 0);
+	atomic_store(&seg->barrier_waiters, 0);
+	robust_init(&seg->barrier_lock);
+	robust_init(&seg->ext_lock);
+	robust_init(&seg->commit_lock);
+	seg->chunk = config.reserve;
+	seg->last_reserve_ns = 0;
+	seg->last_reserve_phys = 0;
+	atomic_store(&seg->sync_seq, 0);
+	atomic_store(&seg->sync_done, 0);
+	atomic_store(&seg->sync_done_full, 0);
+	atomic_store(&seg->sync_err_seq, 0);
 }
 
 /* ---- the process's list of attached files ---------------------------- */
@@ -681,10 +745,9 @@ static void seg_init(void *map, const void *argp)
 static int seg_join(struct dioshim_seg *seg, const char *path,
 		    const struct file_id *id, int fd)
 {
-	bool recovered;
 	int slot;
 
-	if (!seg_lock(&seg->attach_lock, &recovered))
+	if (!attach_lock_take(seg))
 		return -1;
 	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD) {
 		seg_unlock(&seg->attach_lock);
@@ -780,9 +843,7 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	f = file_new();
 	if (!f) {
 		/* Give the slot back: we could not track it. */
-		bool rec;
-
-		if (seg_lock(&seg->attach_lock, &rec)) {
+		if (attach_lock_take(seg)) {
 			slot_release(seg, slot);
 			seg_unlock(&seg->attach_lock);
 		}
@@ -808,7 +869,6 @@ static void file_detach(struct shim_file *f, int fd)
 	struct dioshim_seg *seg = f->seg;
 	struct shim_file **pp;
 	char path[PATH_MAX];
-	bool recovered;
 
 	for (pp = &files_head; *pp; pp = &(*pp)->next) {
 		if (*pp == f) {
@@ -816,7 +876,7 @@ static void file_detach(struct shim_file *f, int fd)
 			break;
 		}
 	}
-	if (seg_lock(&seg->attach_lock, &recovered)) {
+	if (attach_lock_take(seg)) {
 		slot_release(seg, f->slot);
 		if (!others_alive(seg, -1) && reserve_trim(f, fd) &&
 		    !segment_path(path, sizeof(path), f->dev, f->ino)) {
@@ -852,7 +912,6 @@ void segment_atfork_parent(void)
 void segment_atfork_child(void)
 {
 	struct shim_file *f, **pp;
-	bool recovered;
 
 	pthread_mutex_unlock(&files_lock);
 	pthread_mutex_unlock(&hint_lock);
@@ -862,7 +921,7 @@ void segment_atfork_child(void)
 	for (pp = &files_head; (f = *pp);) {
 		int slot = -1;
 
-		if (seg_lock(&f->seg->attach_lock, &recovered)) {
+		if (attach_lock_take(f->seg)) {
 			slot = slot_claim(f->seg);
 			seg_unlock(&f->seg->attach_lock);
 		}
@@ -883,14 +942,13 @@ void segment_atfork_child(void)
 static void reclaim_self_in(const char *path)
 {
 	struct dioshim_seg *seg = shm_open_existing(path, SEG_SIZE, true);
-	bool recovered;
 	int i;
 
 	if (!seg)
 		return;
 	if (seg->magic == DIOSHIM_SEG_MAGIC &&
 	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
-	    seg_lock(&seg->attach_lock, &recovered)) {
+	    attach_lock_take(seg)) {
 		for (i = 0; i < DIOSHIM_MAX_PROCS; i++)
 			if (owner_is_self(&seg->slot[i].owner))
 				slot_release(seg, i);
@@ -964,14 +1022,13 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 {
 	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true);
 	enum gc_verdict v;
-	bool recovered;
 
 	file[0] = '\0';
 	if (!seg)
 		return GC_FOREIGN;
 	if (seg->magic != DIOSHIM_SEG_MAGIC ||
 	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE ||
-	    !seg_lock(&seg->attach_lock, &recovered)) {
+	    !attach_lock_take(seg)) {
 		munmap(seg, SEG_SIZE);
 		return GC_FOREIGN;
 	}
