@@ -141,14 +141,26 @@ plant_then_probe() {
 	grep -q "corrupt" "$DIOSHIM_LOG"
 }
 
-@test "a group-mode segment is refused by a process configured 0600, and shared when both say 0660" {
+@test "a group-mode segment is refused by a process configured 0600, and used by one configured 0660" {
 	plant_then_probe
 	( DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
 	SEG=$(seg_of "$F")
 	[ "$(stat -c %a "$SEG")" = 660 ]
-	# A 0600 process refuses it...
+	cp -p "$SEG" "$BATS_TEST_TMPDIR/seg660"
+	cp -p "$F" "$BATS_TEST_TMPDIR/file"
+	# A 0600 process refuses it and passes through...
 	run timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b
 	[ "$status" -eq 0 ]
 	check_b "$output"
+	[ "$output" != "size 65536 appended-at 32768" ]
 	grep -q "not ours" "$DIOSHIM_LOG"
+	# ... a 0660 one uses it: the dead writer's tail is cut first.
+	cp -p "$BATS_TEST_TMPDIR/file" "$F"
+	rm -f "$(seg_of "$F")"
+	( DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+	run timeout 60 env DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" b
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "size 65536 appended-at 32768" ]
+	check_b "$output"
 }
