@@ -63,7 +63,7 @@ scratch_make() {
 
 # Undo one registry line's worth, in reverse order of making.
 _scratch_undo() {
-	local kind=$1 what=$2 img=$3 i
+	local kind=$1 what=$2 img=${3:-} i
 	case $kind in
 	mnt)
 		if mountpoint -q "$what"; then
