@@ -11,6 +11,9 @@
  *   append     O_APPEND write()s
  *   overwrite  random block overwrites inside the file's existing size
  *   random     random block writes inside -S bytes of a sparse file
+ *   redo       a database redo log: writes of 1 to 3 KiB, 512-aligned, at
+ *              offsets from a shared counter (with -F 1: each followed by
+ *              its sync, as InnoDB does)
  *
  * Every block written is a record: each 512-byte sector carries the
  * writer, the sequence number and a checksum, and the rest of the sector a
@@ -50,7 +53,7 @@
 #define MAGIC 0x44494f5348494d52ull /* "DIOSHIMR" */
 #define SECTOR 512
 
-enum mode { M_COUNTER, M_APPEND, M_OVERWRITE, M_RANDOM };
+enum mode { M_COUNTER, M_APPEND, M_OVERWRITE, M_RANDOM, M_REDO };
 
 struct opts {
 	enum mode mode;
@@ -212,6 +215,16 @@ static void *work(void *arg)
 		case M_APPEND:
 			r = write(fd, buf, o.bs);
 			break;
+		case M_REDO: {
+			/* 1, 1.5, ... 3 KiB: the sizes a redo log writes. */
+			size_t n = (2 + (size_t)(mix(rnd = mix(rnd)) % 5)) * SECTOR;
+
+			off = atomic_fetch_add(&sh->next, n);
+			r = pwrite(fd, buf, n, (off_t)off);
+			if (r == (ssize_t)n)
+				r = (ssize_t)o.bs;
+			break;
+		}
 		case M_OVERWRITE:
 			rnd = mix(rnd);
 			r = pwrite(fd, buf, o.bs, (off_t)(rnd % size * o.bs));
@@ -306,7 +319,7 @@ static uint64_t parse_size(const char *s)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: appendbench run|check [-m counter|append|overwrite|random]\n"
+		"usage: appendbench run|check [-m counter|append|overwrite|random|redo]\n"
 		"         [-t threads] [-p procs] [-b blocksize] [-n writes-per-writer]\n"
 		"         [-s seconds] [-S span] [-P prealloc] [-F fsync-every]\n"
 		"         [-B (buffered)] [-k (keep file)] [-A acklog] [-E] [-f]\n"
@@ -393,7 +406,7 @@ static int cmd_run(void)
 	printf("mode=%s writers=%d ops=%" PRIu64 " secs=%.3f iops=%.0f "
 	       "cpu_us_per_op=%.2f size=%lld errors=%d\n",
 	       (const char *[]){ "counter", "append", "overwrite",
-				 "random" }[o.mode],
+				 "random", "redo" }[o.mode],
 	       o.threads * o.procs, ops, t1 - t0, ops / (t1 - t0),
 	       ops ? cpu * 1e6 / (double)ops : 0.0, (long long)st.st_size,
 	       atomic_load(&sh->errors));
@@ -566,6 +579,8 @@ int main(int argc, char **argv)
 				o.mode = M_OVERWRITE;
 			else if (!strcmp(optarg, "random"))
 				o.mode = M_RANDOM;
+			else if (!strcmp(optarg, "redo"))
+				o.mode = M_REDO;
 			else
 				usage();
 			break;
@@ -588,7 +603,8 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc - 1 || o.threads < 1 || o.procs < 1 ||
 	    o.bs < SECTOR || o.bs % SECTOR ||
-	    (o.mode == M_RANDOM && o.span < o.bs))
+	    (o.mode == M_RANDOM && o.span < o.bs) ||
+	    (o.mode == M_REDO && o.bs < 3072))
 		usage();
 	o.file = argv[optind];
 	if (!strcmp(cmd, "run"))
