@@ -198,6 +198,7 @@ traced() {
 @test "fio psync, 4 jobs writing regions of a new file under the shim: every pwrite64 inside a reservation (fallocates fio itself never makes), the file trimmed to the exact size" {
 	command -v fio >/dev/null || skip "fio is not installed"
 	local a
+	cd "$T"
 	run traced "$DIOSHIM" fio --name=regions --filename="$F" --direct=1 \
 		--bs=4k --size=3100k --numjobs=4 --offset_increment=3100k \
 		--ioengine=psync --rw=write --fallocate=none --group_reporting
