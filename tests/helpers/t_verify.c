@@ -3,9 +3,11 @@
  * t_verify: check a file t_appender wrote against its log.  Run it outside
  * the shim.
  *
- *   t_verify [-b BS] [-z] [-S SIZE] [-x LEN] FILE LOG...
+ *   t_verify [-b BS] [-z] [-S SIZE] [-x LEN] [-o OFF] FILE LOG...
  *     -z        zero blocks are allowed (a truncate grew the file); else
  *               a zero block is a lost write
+ *     -o OFF    look only at the blocks from OFF on (the logs then name
+ *               the records written there)
  *     -S SIZE   the file's size must be SIZE
  *     -x LEN    an outside truncate to LEN happened (t_appender -m)
  *
@@ -105,12 +107,12 @@ int main(int argc, char **argv)
 	size_t bs = 4096, i;
 	bool zeros_ok = false;
 	long long want_size = -1;
-	uint64_t size, b, blocks, zeros = 0, present = 0, last_end = 0;
+	uint64_t size, b, blocks, zeros = 0, present = 0, last_end = 0, start = 0;
 	struct stat st;
 	char *buf;
 	int c, fd, li;
 
-	while ((c = getopt(argc, argv, "b:zS:x:")) != -1) {
+	while ((c = getopt(argc, argv, "b:zS:x:o:")) != -1) {
 		switch (c) {
 		case 'b': bs = strtoull(optarg, NULL, 0); break;
 		case 'z': zeros_ok = true; break;
@@ -118,9 +120,10 @@ int main(int argc, char **argv)
 		case 'x':
 			tlen[ntrunc++] = strtoull(optarg, NULL, 0);
 			break;
+		case 'o': start = strtoull(optarg, NULL, 0); break;
 		default:
 			fprintf(stderr, "usage: t_verify [-b BS] [-z] [-S SIZE] "
-					"[-x LEN] FILE LOG...\n");
+					"[-x LEN] [-o OFF] FILE LOG...\n");
 			return 2;
 		}
 	}
@@ -142,9 +145,11 @@ int main(int argc, char **argv)
 	size = (uint64_t)st.st_size;
 	if (want_size >= 0 && size != (uint64_t)want_size)
 		FAIL("size %" PRIu64 ", expected %lld\n", size, want_size);
-	if (size % bs)
+	if (start > size)
+		start = size;
+	if ((size - start) % bs)
 		FAIL("size %" PRIu64 " is not a whole number of records\n", size);
-	blocks = size / bs;
+	blocks = (size - start) / bs;
 	buf = malloc(bs);
 	for (b = 0; b < blocks; b++) {
 		uint32_t w;
@@ -152,7 +157,9 @@ int main(int argc, char **argv)
 		struct rec *r;
 		int k;
 
-		if (pread(fd, buf, bs, (off_t)(b * bs)) != (ssize_t)bs) {
+		uint64_t at = start + b * bs;
+
+		if (pread(fd, buf, bs, (off_t)at) != (ssize_t)bs) {
 			FAIL("short read at block %" PRIu64 "\n", b);
 			break;
 		}
@@ -161,7 +168,7 @@ int main(int argc, char **argv)
 			zeros++;
 			if (!zeros_ok)
 				FAIL("block %" PRIu64 ": zeros (a lost write)\n", b);
-			else if (ntrunc && b * bs >= tlen[ntrunc - 1])
+			else if (ntrunc && at >= tlen[ntrunc - 1])
 				FAIL("block %" PRIu64 ": zeros past the last "
 				     "truncate (%" PRIu64 ")\n", b,
 				     tlen[ntrunc - 1]);
@@ -171,7 +178,7 @@ int main(int argc, char **argv)
 			FAIL("block %" PRIu64 ": torn or garbage\n", b);
 			continue;
 		}
-		last_end = (b + 1) * bs;
+		last_end = at + bs;
 		r = find(w, seq);
 		if (!r) {
 			FAIL("block %" PRIu64 ": writer %u seq %" PRIu64
@@ -184,7 +191,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		present++;
-		if (r->off >= 0 && (uint64_t)r->off != b * bs)
+		if (r->off >= 0 && (uint64_t)r->off != at)
 			FAIL("block %" PRIu64 ": writer %u seq %" PRIu64
 			     " was acknowledged at %lld\n", b, w, seq,
 			     (long long)r->off);
