@@ -9,7 +9,8 @@
 #      into a new and into a preallocated file, 4 and 10 threads: kernel
 #      alone, dioshim, dioshim with DIOSHIM_GROUP_COMMIT=1.
 # Runs are interleaved, REPS each, medians reported.  Writes the tables to
-# stdout and to bench/results/fsync.md.  Needs root.
+# stdout and to $OUT (bench/run.sh, section fsync, puts them in
+# bench/RESULTS.md).  Needs root.
 #
 #   SECS=10 REPS=3 bench/fsync.sh
 set -euo pipefail
@@ -18,7 +19,7 @@ TOP=$PWD
 SECS=${SECS:-10}
 REPS=${REPS:-3}
 FSES=${FSES:-"ext4 xfs"}
-OUT=$TOP/bench/results/fsync.md
+OUT=${OUT:-$TOP/bench/results/fsync.md}
 DIOSHIM=$TOP/build/dioshim
 AB=$TOP/build/appendbench
 
@@ -29,8 +30,9 @@ fi
 export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-bench-fsync.$$
 export DIOSHIM_SHM_DIR
 DIOSHIM_SHM_DIR=$(mktemp -d /dev/shm/dioshim-bench.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}/dioshim-fsync.XXXXXX")
 source tests/lib/scratchfs.sh
-trap 'scratch_destroy_all; rm -rf "$DIOSHIM_SHM_DIR"' EXIT
+trap 'scratch_destroy_all; rm -rf "$DIOSHIM_SHM_DIR" "$T"' EXIT
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b ? a / b : 0}'; }
@@ -53,19 +55,19 @@ sysbench_run() {
 section_sysbench() {
 	local fs=$1 mode k s r
 	for mode in fsync fdatasync; do
-		: >/tmp/sb.k; : >/tmp/sb.s
+		: >$T/sb.k; : >$T/sb.s
 		for r in $(seq "$REPS"); do
-			sysbench_run "" "$mode" >>/tmp/sb.k
-			sysbench_run "$DIOSHIM" "$mode" >>/tmp/sb.s
-			echo "  $fs sysbench $mode rep $r: kernel $(tail -1 /tmp/sb.k) | dioshim $(tail -1 /tmp/sb.s)" >&2
+			sysbench_run "" "$mode" >>$T/sb.k
+			sysbench_run "$DIOSHIM" "$mode" >>$T/sb.s
+			echo "  $fs sysbench $mode rep $r: kernel $(tail -1 $T/sb.k) | dioshim $(tail -1 $T/sb.s)" >&2
 		done
-		k=$(cut -d' ' -f1 /tmp/sb.k | median); s=$(cut -d' ' -f1 /tmp/sb.s | median)
+		k=$(cut -d' ' -f1 $T/sb.k | median); s=$(cut -d' ' -f1 $T/sb.s | median)
 		printf '| %s | %s | %.0f | %.0f | %s | %s / %s / %s | %s / %s / %s |\n' \
 			"$fs" "$mode" "$k" "$s" "$(ratio "$s" "$k")" \
-			"$(cut -d' ' -f2 /tmp/sb.k | median)" "$(cut -d' ' -f3 /tmp/sb.k | median)" \
-			"$(cut -d' ' -f4 /tmp/sb.k | median)" \
-			"$(cut -d' ' -f2 /tmp/sb.s | median)" "$(cut -d' ' -f3 /tmp/sb.s | median)" \
-			"$(cut -d' ' -f4 /tmp/sb.s | median)"
+			"$(cut -d' ' -f2 $T/sb.k | median)" "$(cut -d' ' -f3 $T/sb.k | median)" \
+			"$(cut -d' ' -f4 $T/sb.k | median)" \
+			"$(cut -d' ' -f2 $T/sb.s | median)" "$(cut -d' ' -f3 $T/sb.s | median)" \
+			"$(cut -d' ' -f4 $T/sb.s | median)"
 	done
 }
 
@@ -83,22 +85,22 @@ section_group_commit() {
 	for w in "counter|" "redo|" "redo|-P 1G"; do
 		for t in 4 10; do
 			label=${w%%|*}; pre=${w#*|}
-			: >/tmp/gc.k; : >/tmp/gc.s; : >/tmp/gc.g
+			: >$T/gc.k; : >$T/gc.s; : >$T/gc.g
 			for r in $(seq "$REPS"); do
-				ab_run "" "$label" "$t" "$pre" >>/tmp/gc.k
-				ab_run "$DIOSHIM" "$label" "$t" "$pre" >>/tmp/gc.s
-				DIOSHIM_GROUP_COMMIT=1 ab_run "$DIOSHIM" "$label" "$t" "$pre" >>/tmp/gc.g
+				ab_run "" "$label" "$t" "$pre" >>$T/gc.k
+				ab_run "$DIOSHIM" "$label" "$t" "$pre" >>$T/gc.s
+				DIOSHIM_GROUP_COMMIT=1 ab_run "$DIOSHIM" "$label" "$t" "$pre" >>$T/gc.g
 			done
-			k=$(cut -d' ' -f1 /tmp/gc.k | median)
-			s=$(cut -d' ' -f1 /tmp/gc.s | median)
-			g=$(cut -d' ' -f1 /tmp/gc.g | median)
+			k=$(cut -d' ' -f1 $T/gc.k | median)
+			s=$(cut -d' ' -f1 $T/gc.s | median)
+			g=$(cut -d' ' -f1 $T/gc.g | median)
 			echo "  $fs $label${pre:+ (preallocated)} $t threads: kernel $k, dioshim $s, group commit $g" >&2
 			printf '| %s | %s%s | %d | %.0f | %.0f (%s) | %.0f (%s) | %s / %s / %s |\n' \
 				"$fs" "$label" "${pre:+, preallocated}" "$t" "$k" \
 				"$s" "$(ratio "$s" "$k")" "$g" "$(ratio "$g" "$s")" \
-				"$(cut -d' ' -f2 /tmp/gc.k | median)" \
-				"$(cut -d' ' -f2 /tmp/gc.s | median)" \
-				"$(cut -d' ' -f2 /tmp/gc.g | median)"
+				"$(cut -d' ' -f2 $T/gc.k | median)" \
+				"$(cut -d' ' -f2 $T/gc.s | median)" \
+				"$(cut -d' ' -f2 $T/gc.g | median)"
 		done
 	done
 }

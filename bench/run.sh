@@ -20,7 +20,9 @@
 #   WRITERS="1 2 4 8"  thread counts
 #   PROCS=4         process counts for the O_APPEND process case
 #   FSTYPES="ext4 xfs"
-#   SECTIONS="append overwrite fio overhead"   what to run
+#   SECTIONS="append overwrite fio overhead fsync"   what to run (fsync:
+#                   bench/fsync.sh, sysbench's fsync workload and group
+#                   commit, on filesystems of its own)
 #   IMG_SIZE=4G     scratch image size
 #   PREALLOC=2G     the ceiling's fallocate size (must exceed what it writes)
 #   OVERWRITE_SIZE=256M  the file the overwrite workload rewrites
@@ -54,7 +56,7 @@ REPS=${REPS:-3}
 WRITERS=${WRITERS:-"1 2 4 8"}
 PROCS=${PROCS:-4}
 FSTYPES=${FSTYPES:-"ext4 xfs"}
-SECTIONS=${SECTIONS:-"append overwrite fio overhead"}
+SECTIONS=${SECTIONS:-"append overwrite fio overhead fsync"}
 IMG_SIZE=${IMG_SIZE:-4G}
 PREALLOC=${PREALLOC:-2G}
 OVERWRITE_SIZE=${OVERWRITE_SIZE:-256M}
@@ -652,6 +654,12 @@ for fs in $FSTYPES; do
 	ran=$((ran + 1))
 done
 [ $ran -gt 0 ] || die "no filesystem could be made"
+if has_section fsync; then
+	OUT=$WORK/fsync.md FSES="$FSTYPES" SECS="$SECS" REPS="$REPS" \
+		"$TOP/bench/fsync.sh" >/dev/null
+	blank
+	cat "$WORK/fsync.md" | tee -a "$MD"
+fi
 if [ ${#SUMMARY[@]} -gt 0 ]; then
 	echo
 	echo "## Summary against the targets"

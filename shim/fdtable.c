@@ -136,7 +136,10 @@ static struct ofd *classify(int fd, int flags)
 	uint64_t gen;
 	bool servable;
 
-	if (flags & (O_PATH | O_DIRECTORY))
+	/* O_TMPFILE carries the O_DIRECTORY bit but opens a regular file.
+	 * O_PATH fds are served for the sizes fstat gives through them. */
+	if ((flags & O_DIRECTORY) && (flags & O_TMPFILE) != O_TMPFILE &&
+	    !(flags & O_PATH))
 		return OFD_PASS;
 	/* The generation is read before looking: a segment created after
 	 * this point changes it, and the fd is looked at again. */
@@ -367,8 +370,12 @@ void fdtable_atfork_child(void)
 		for (i = 0; i < FDT_CHUNK; i++) {
 			struct ofd *o = atomic_load(&chunk[i]);
 
-			if (o && o != OFD_PASS)
+			if (o && o != OFD_PASS) {
 				pthread_mutex_init(&o->pos_lock, NULL);
+				/* Appends under way belong to parent threads. */
+				atomic_store(&o->appending, 0);
+				o->append_end = 0;
+			}
 		}
 	}
 	pthread_mutex_unlock(&fdt_lock);

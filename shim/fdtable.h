@@ -38,6 +38,11 @@ struct ofd {
 	_Atomic uint32_t flags; /* F_GETFL flags, as last set through us */
 	uint32_t state; /* enum ofd_state; under fdt_lock */
 	uint64_t checked_gen; /* hint generation when last identified */
+	/* write() appends through this description that are under way, and
+	 * the furthest end they reached: the position is set once the last
+	 * of them is done (under pos_lock) */
+	_Atomic uint32_t appending;
+	uint64_t append_end;
 	unsigned refs; /* fds pointing here; under fdt_lock */
 	struct ofd *next; /* every live ofd, or the free list */
 };

@@ -151,6 +151,34 @@ static inline struct ofd *served(int fd)
 	return o;
 }
 
+/*
+ * served() for reads, writes and seeks, which must keep the shim's rules
+ * even in a signal handler that interrupted this thread inside the shim
+ * (an append passed through would land past the reserved tail and be cut
+ * with it).  Then only an fd already attached is served, *reentrant says
+ * so, and the call must take no lock.
+ */
+static inline struct ofd *served_io(int fd, bool *reentrant)
+{
+	struct ofd *o;
+	struct shim_file *f;
+
+	*reentrant = false;
+	lib_ensure();
+	if (!io_busy)
+		return served(fd);
+	if (config.disable || __atomic_load_n(&lib_exiting, __ATOMIC_RELAXED))
+		return NULL;
+	o = fdtable_peek(fd);
+	if (!o || o == OFD_PASS)
+		return NULL;
+	f = atomic_load_explicit(&o->file, memory_order_acquire);
+	if (!f || f->slot < 0)
+		return NULL;
+	*reentrant = true;
+	return o;
+}
+
 /* Run table bookkeeping with the shim marked busy and errno kept. */
 #define BOOKKEEP(stmt)                  \
 	do {                            \
@@ -284,6 +312,28 @@ EXPORT int fclose(FILE *stream)
 	return real_fclose(stream);
 }
 
+/* freopen closes the stream's fd inside glibc and reopens the number,
+ * both out of our sight. */
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	int fd = stream ? fileno(stream) : -1;
+
+	lib_ensure();
+	if (fd >= 0)
+		BOOKKEEP(fdtable_close(fd));
+	return real_freopen(path, mode, stream);
+}
+
+EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+	int fd = stream ? fileno(stream) : -1;
+
+	lib_ensure();
+	if (fd >= 0)
+		BOOKKEEP(fdtable_close(fd));
+	return real_freopen64(path, mode, stream);
+}
+
 EXPORT int dup(int oldfd)
 {
 	int fd;
@@ -368,10 +418,11 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 #define READ_BODY(fallback, ...)                                   \
 	do {                                                       \
 		struct io_req r_ = { __VA_ARGS__ };                \
-		struct ofd *o_ = served(r_.fd);                    \
+		bool re_;                                          \
+		struct ofd *o_ = served_io(r_.fd, &re_);           \
 		if (!o_)                                           \
 			return fallback;                           \
-		return io_read(o_, &r_);                           \
+		return io_read(o_, &r_, re_);                      \
 	} while (0)
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -459,10 +510,11 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off,
 #define WRITE_BODY(fallback, ...)                                  \
 	do {                                                       \
 		struct io_req r_ = { __VA_ARGS__ };                \
-		struct ofd *o_ = served(r_.fd);                    \
+		bool re_;                                          \
+		struct ofd *o_ = served_io(r_.fd, &re_);           \
 		if (!o_)                                           \
 			return fallback;                           \
-		return io_write(o_, &r_);                          \
+		return io_write(o_, &r_, re_);                     \
 	} while (0)
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -522,16 +574,19 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt,
 
 EXPORT off_t lseek(int fd, off_t off, int whence)
 {
-	struct ofd *o = served(fd);
+	bool re;
+	struct ofd *o = served_io(fd, &re);
 
-	return o ? io_lseek(o, fd, off, whence) : real_lseek(fd, off, whence);
+	return o ? io_lseek(o, fd, off, whence, re)
+		 : real_lseek(fd, off, whence);
 }
 
 EXPORT off64_t lseek64(int fd, off64_t off, int whence)
 {
-	struct ofd *o = served(fd);
+	bool re;
+	struct ofd *o = served_io(fd, &re);
 
-	return o ? io_lseek(o, fd, off, whence)
+	return o ? io_lseek(o, fd, off, whence, re)
 		 : real_lseek64(fd, off, whence);
 }
 
@@ -539,10 +594,11 @@ EXPORT off64_t lseek64(int fd, off64_t off, int whence)
 static void fix_fd_size(int fd, off_t *size, mode_t mode)
 {
 	struct ofd *o;
+	bool re;
 
 	if (!S_ISREG(mode))
 		return;
-	o = served(fd);
+	o = served_io(fd, &re);
 	if (o)
 		*size = (off_t)io_eof(o, (uint64_t)*size);
 }
@@ -550,7 +606,9 @@ static void fix_fd_size(int fd, off_t *size, mode_t mode)
 static void fix_path_size(int dirfd, const char *path, int flags,
 			  struct stat *st)
 {
-	if (path && !*path && (flags & AT_EMPTY_PATH))
+	/* An empty path — or none, which Linux 6.11 accepts — with
+	 * AT_EMPTY_PATH is the fd itself. */
+	if ((!path || !*path) && (flags & AT_EMPTY_PATH))
 		fix_fd_size(dirfd, &st->st_size, st->st_mode);
 	else
 		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
@@ -669,14 +727,16 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
 }
 
 /* Binaries built against glibc < 2.33 call the versioned __xstat family;
- * version 1 (_STAT_VER_LINUX) is struct stat, anything else passes. */
+ * on x86_64 versions 0 (_STAT_VER_KERNEL) and 1 (_STAT_VER_LINUX) are both
+ * struct stat, and glibc refuses any other. */
+#define XSTAT_VER_OK(v) ((v) == 0 || (v) == 1)
 EXPORT int __xstat(int ver, const char *path, struct stat *st)
 {
 	int r;
 
 	lib_ensure();
 	r = real___xstat(ver, path, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(AT_FDCWD, path, 0, st);
 	return r;
 }
@@ -687,7 +747,7 @@ EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
 
 	lib_ensure();
 	r = real___xstat64(ver, path, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(AT_FDCWD, path, 0, (struct stat *)st);
 	return r;
 }
@@ -698,7 +758,7 @@ EXPORT int __lxstat(int ver, const char *path, struct stat *st)
 
 	lib_ensure();
 	r = real___lxstat(ver, path, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, st);
 	return r;
 }
@@ -709,7 +769,7 @@ EXPORT int __lxstat64(int ver, const char *path, struct stat64 *st)
 
 	lib_ensure();
 	r = real___lxstat64(ver, path, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW,
 			      (struct stat *)st);
 	return r;
@@ -721,7 +781,7 @@ EXPORT int __fxstat(int ver, int fd, struct stat *st)
 
 	lib_ensure();
 	r = real___fxstat(ver, fd, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_fd_size(fd, &st->st_size, st->st_mode);
 	return r;
 }
@@ -732,7 +792,7 @@ EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
 
 	lib_ensure();
 	r = real___fxstat64(ver, fd, st);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_fd_size(fd, &st->st_size, st->st_mode);
 	return r;
 }
@@ -744,7 +804,7 @@ EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
 
 	lib_ensure();
 	r = real___fxstatat(ver, dirfd, path, st, flags);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(dirfd, path, flags, st);
 	return r;
 }
@@ -756,7 +816,7 @@ EXPORT int __fxstatat64(int ver, int dirfd, const char *path,
 
 	lib_ensure();
 	r = real___fxstatat64(ver, dirfd, path, st, flags);
-	if (r == 0 && ver == 1)
+	if (r == 0 && XSTAT_VER_OK(ver))
 		fix_path_size(dirfd, path, flags, (struct stat *)st);
 	return r;
 }
@@ -784,17 +844,29 @@ static int truncate_common(int (*real)(const char *, off_t), const char *path,
 			   off_t len)
 {
 	struct ofd *o;
-	int fd, r, err;
+	struct stat st;
+	int fd, r, err, cancel;
 
-	if (!shim_on() || !hint_maybe_live() || len < 0)
+	/* Only a regular file that has a segment needs the detour: opening
+	 * anything else (a FIFO, a device) could block or have effects. */
+	if (!shim_on() || !hint_maybe_live() || len < 0 ||
+	    real_stat(path, &st) || !S_ISREG(st.st_mode) ||
+	    !segment_exists(st.st_dev, st.st_ino))
 		return real(path, len);
-	fd = open_common(AT_FDCWD, path, O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
-	if (fd < 0)
+	/* truncate is not a cancellation point; the open inside must not
+	 * become one. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	fd = open_common(AT_FDCWD, path,
+			 O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0);
+	if (fd < 0) {
+		pthread_setcancelstate(cancel, NULL);
 		return real(path, len);
+	}
 	o = served(fd);
 	r = o ? io_ftruncate(o, fd, len) : real_ftruncate(fd, len);
 	err = errno;
 	close(fd);
+	pthread_setcancelstate(cancel, NULL);
 	errno = err;
 	return r;
 }

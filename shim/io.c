@@ -40,8 +40,6 @@
 
 /* The kernel's cap on one read or write (MAX_RW_COUNT). */
 #define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
-/* Every RWF_* flag Linux 6.18 knows; others fail with EOPNOTSUPP. */
-#define RWF_KNOWN 0xffu
 /* Highest user address on x86_64 with 4-level paging. */
 #define USER_TOP ((uintptr_t)1 << 47)
 
@@ -53,10 +51,14 @@ struct guard {
 	int busy;
 };
 
-static inline void guard_enter(struct guard *g)
+/* cancel_point: the call is a cancellation point in glibc (read, write,
+ * fsync, fallocate...), so a cancel pending at entry acts here, as it
+ * would in the real call; lseek, ftruncate and posix_fallocate are not. */
+static inline void guard_enter(struct guard *g, bool cancel_point)
 {
 	g->saved_errno = errno;
-	pthread_testcancel();
+	if (cancel_point)
+		pthread_testcancel();
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
 	g->busy = io_busy;
 	io_busy = 1;
@@ -224,7 +226,73 @@ static bool publish_in_order(struct dioshim_seg *seg, uint64_t off,
 	return eof_advance(seg, end);
 }
 
-ssize_t io_write(struct ofd *o, const struct io_req *r)
+/*
+ * write() on O_APPEND leaves the file position at the end of what it
+ * wrote.  Appends through one description run in parallel here, where the
+ * kernel runs them one at a time (and the last, the furthest, sets the
+ * position): so the position is set once, when the last append under way
+ * through the description finishes, to the furthest end any of them
+ * reached.  A lone append sets it to its own end, as the kernel does.
+ */
+static void append_done_position(struct ofd *o, int fd, ssize_t ret,
+				 uint64_t done)
+{
+	pthread_mutex_lock(&o->pos_lock);
+	if (ret > 0 && done > o->append_end)
+		o->append_end = done;
+	if (atomic_fetch_sub(&o->appending, 1) == 1 && o->append_end) {
+		sys_lseek(fd, (off_t)o->append_end, SEEK_SET);
+		o->append_end = 0;
+	}
+	pthread_mutex_unlock(&o->pos_lock);
+}
+
+/*
+ * A write made from a signal handler that interrupted this thread inside
+ * the shim: it may hold the position lock, ext_lock or a barrier, so this
+ * takes none and waits for nothing.  Appends still take their offset from
+ * the tail (an append to the kernel's size would land past the reserved
+ * tail and be cut with it); the size moves without waiting for earlier
+ * appends; a write past the reservation is the kernel's to extend.
+ */
+static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
+				  bool append, uint64_t len)
+{
+	struct dioshim_seg *seg = atomic_load(&o->file)->seg;
+	bool positional = req_positional(r);
+	int saved = errno, err;
+	uint64_t off, want;
+	ssize_t ret;
+
+	if (append) {
+		off = atomic_fetch_add(&seg->tail, len);
+		ret = real_write_at(r, off);
+		err = errno;
+		want = off + len;
+		if ((ret < 0 || (uint64_t)ret < len) &&
+		    !atomic_compare_exchange_strong(&seg->tail, &want,
+						    off + (ret > 0 ? (uint64_t)ret
+								   : 0)))
+			eof_advance(seg, off + len);
+	} else {
+		off_t pos = positional ? r->off : sys_lseek(r->fd, 0, SEEK_CUR);
+
+		off = pos < 0 ? 0 : (uint64_t)pos;
+		ret = real_write_call(r);
+		err = errno;
+		if (ret > 0)
+			tail_advance(seg, off + (uint64_t)ret);
+	}
+	if (ret > 0) {
+		eof_advance(seg, off + (uint64_t)ret);
+		if (append && !positional)
+			sys_lseek(r->fd, (off_t)(off + (uint64_t)ret), SEEK_SET);
+	}
+	errno = ret < 0 ? err : saved;
+	return ret;
+}
+
+ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
@@ -234,6 +302,10 @@ ssize_t io_write(struct ofd *o, const struct io_req *r)
 	int rwf = req_rwf(r);
 	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
 		      !(rwf & RWF_NOAPPEND);
+	bool nowait = rwf & RWF_NOWAIT;
+	/* The position lock serialises calls that read and move the file
+	 * position; an append's offset comes from the tail instead. */
+	bool pos_locked = !positional && !append;
 	enum reserve_result res = RESERVE_OK;
 	struct dioshim_shard *sh;
 	uint64_t len, off, end;
@@ -243,11 +315,14 @@ ssize_t io_write(struct ofd *o, const struct io_req *r)
 
 	/* Calls the kernel refuses outright change nothing: let it say so. */
 	if ((flags & O_ACCMODE) == O_RDONLY || !req_len(r, &len) || !len ||
-	    (positional && r->off < 0) || (rwf & ~RWF_KNOWN))
+	    (positional && r->off < 0) ||
+	    ((rwf & RWF_APPEND) && (rwf & RWF_NOAPPEND)))
 		return real_write_call(r);
+	if (reentrant)
+		return io_write_reentrant(o, r, append, len);
 
-	guard_enter(&g);
-	if (!positional)
+	guard_enter(&g, true);
+	if (pos_locked)
 		pthread_mutex_lock(&o->pos_lock);
 	sh = inflight_enter(f);
 	if (!sh) {
@@ -256,64 +331,92 @@ ssize_t io_write(struct ofd *o, const struct io_req *r)
 		err = errno;
 		goto out_unlock;
 	}
-	if (append) {
-		off = atomic_fetch_add_explicit(&seg->tail, len,
-						memory_order_relaxed);
-	} else if (positional) {
-		off = (uint64_t)r->off;
-	} else {
-		off_t pos = sys_lseek(r->fd, 0, SEEK_CUR);
+	if (!append) {
+		if (positional) {
+			off = (uint64_t)r->off;
+		} else {
+			off_t pos = sys_lseek(r->fd, 0, SEEK_CUR);
 
-		off = pos < 0 ? 0 : (uint64_t)pos;
+			off = pos < 0 ? 0 : (uint64_t)pos;
+		}
+		end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
 	}
-	end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
-	if (!append)
-		tail_advance(seg, end);
-	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
-		res = reserve_extend(f, r->fd, off, end);
+	if (nowait && f->fs_bit == CONFIG_FS_EXT4 &&
+	    (append ? atomic_load(&seg->tail) + len : end) >
+		    atomic_load_explicit(&seg->eof, memory_order_acquire)) {
+		/* ext4 refuses RWF_NOWAIT for any direct write that extends
+		 * the file (ext4_dio_write_checks: that needs the inode lock
+		 * exclusive); so does the shim, though it could do it. */
+		res = RESERVE_WOULD_BLOCK;
+	} else if (append) {
+		res = append_claim(f, r->fd, len, nowait, &off);
+		end = off + len;
+		if (!positional && res != RESERVE_WOULD_BLOCK)
+			atomic_fetch_add(&o->appending, 1);
+	} else if (end > atomic_load_explicit(&seg->phys,
+					      memory_order_acquire)) {
+		res = nowait ? RESERVE_WOULD_BLOCK
+			     : reserve_extend(f, r->fd, off, end);
+	}
+	if (res == RESERVE_WOULD_BLOCK) {
+		/* RWF_NOWAIT and the write needs a reservation, which waits
+		 * for the file's I/O to drain: the kernel would say EAGAIN
+		 * for an extending write too. */
+		ret = -1;
+		err = EAGAIN;
+		goto out_exit;
+	}
 
 	ret = append ? real_write_at(r, off) : real_write_call(r);
 	err = errno;
 
-	/* ext_lock goes first: an append waiting below for an earlier one
-	 * must not hold what that one needs. */
-	if (res == RESERVE_EXACT)
-		reserve_exact_done(f, r->fd);
 	if (ret > 0) {
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
 	}
 	if (append) {
-		uint64_t claimed = off + len;
+		uint64_t claimed = end;
 		uint64_t done = off + (ret > 0 ? (uint64_t)ret : 0);
 		uint64_t publish = done;
 
 		stat_add(&sh->appends, 1);
 		/* A short or failed append gives back what it did not use,
-		 * if no later append has claimed past it; if one has, the
-		 * size must still pass over this one to reach it. */
+		 * if no later append has claimed past it (an exact one, under
+		 * ext_lock, always can); if one has, the size must still pass
+		 * over this one to reach it. */
 		if (done < claimed &&
 		    !atomic_compare_exchange_strong(&seg->tail, &claimed,
 						    done))
-			publish = off + len;
+			publish = end;
+		/* ext_lock goes before the wait: an append waiting for an
+		 * earlier one must not hold what that one needs. */
+		if (res == RESERVE_EXACT)
+			reserve_exact_done(f, r->fd);
 		if (publish > off && publish_in_order(seg, off, publish))
 			stat_add(&sh->extends, 1);
-		/* write() on O_APPEND leaves the position at the end of
-		 * what it wrote. */
-		if (!positional && ret > 0)
-			sys_lseek(r->fd, (off_t)done, SEEK_SET);
-	} else if (ret > 0 && eof_advance(seg, off + (uint64_t)ret)) {
-		stat_add(&sh->extends, 1);
+		if (!positional)
+			append_done_position(o, r->fd, ret, done);
+	} else {
+		if (res == RESERVE_EXACT)
+			reserve_exact_done(f, r->fd);
+		/* The tail moves only for a write that happened: a refused
+		 * one must not push the next append's offset. */
+		if (ret > 0) {
+			tail_advance(seg, off + (uint64_t)ret);
+			if (eof_advance(seg, off + (uint64_t)ret))
+				stat_add(&sh->extends, 1);
+		}
 	}
+out_exit:
 	inflight_exit(sh);
 out_unlock:
-	if (!positional)
+	if (pos_locked)
 		pthread_mutex_unlock(&o->pos_lock);
 	guard_exit(&g, ret, err);
 	return ret;
 }
 
-ssize_t io_read(struct ofd *o, const struct io_req *r)
+ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
@@ -325,28 +428,31 @@ ssize_t io_read(struct ofd *o, const struct io_req *r)
 	ssize_t ret;
 	int err = 0;
 
-	if ((flags & O_ACCMODE) == O_WRONLY || !req_len(r, &len) || !len ||
-	    (positional && r->off < 0) || (req_rwf(r) & ~RWF_KNOWN) ||
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH) ||
+	    !req_len(r, &len) || !len || (positional && r->off < 0) ||
 	    ((r->kind == IO_PLAIN || r->kind == IO_P) &&
 	     ((uintptr_t)r->buf >= USER_TOP ||
 	      (uintptr_t)r->buf + len > USER_TOP)))
 		return real_read_call(r);
 
-	guard_enter(&g);
+	guard_enter(&g, true);
 	if (positional) {
 		pos = (uint64_t)r->off;
 	} else {
 		off_t p;
 
-		pthread_mutex_lock(&o->pos_lock);
+		if (!reentrant)
+			pthread_mutex_lock(&o->pos_lock);
 		p = sys_lseek(r->fd, 0, SEEK_CUR);
 		pos = p < 0 ? 0 : (uint64_t)p;
 	}
 	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
 	if (pos >= eof) {
 		/* At or past the end the kernel reads nothing; the reserved
-		 * tail must not be read as zeros. */
-		ret = 0;
+		 * tail must not be read as zeros.  A read of nothing still
+		 * lets the kernel say whether the fd may be read at all. */
+		ret = real_read(r->fd, r->buf, 0);
+		err = errno;
 	} else {
 		ret = real_read_call(r);
 		err = errno;
@@ -357,13 +463,13 @@ ssize_t io_read(struct ofd *o, const struct io_req *r)
 				sys_lseek(r->fd, (off_t)eof, SEEK_SET);
 		}
 	}
-	if (!positional)
+	if (!positional && !reentrant)
 		pthread_mutex_unlock(&o->pos_lock);
 	guard_exit(&g, ret, err);
 	return ret;
 }
 
-off_t io_lseek(struct ofd *o, int fd, off_t off, int whence)
+off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
@@ -373,11 +479,13 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence)
 	struct guard g;
 	int err = 0;
 
-	if (whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE)
+	if ((whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE) ||
+	    (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH))
 		return real_lseek(fd, off, whence);
 
-	guard_enter(&g);
-	pthread_mutex_lock(&o->pos_lock);
+	guard_enter(&g, false);
+	if (!reentrant)
+		pthread_mutex_lock(&o->pos_lock);
 	if (whence == SEEK_END) {
 		/* The kernel: eof + off, EINVAL below zero (or on overflow),
 		 * its own limit checked by the SEEK_SET that follows. */
@@ -391,8 +499,10 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence)
 			err = errno;
 		}
 	} else if (off < 0 || (uint64_t)off >= eof) {
+		/* No data or hole at or past the end; the kernel still says
+		 * whether the fd is one. */
 		ret = -1;
-		err = ENXIO;
+		err = real_lseek(fd, 0, SEEK_CUR) < 0 ? errno : ENXIO;
 	} else if (whence == SEEK_DATA) {
 		/* Unwritten extents are holes, so data found is data below
 		 * phys; past eof it does not exist, and the position must
@@ -413,7 +523,8 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence)
 		if (ret >= 0 && (uint64_t)ret > eof)
 			ret = sys_lseek(fd, (off_t)eof, SEEK_SET);
 	}
-	pthread_mutex_unlock(&o->pos_lock);
+	if (!reentrant)
+		pthread_mutex_unlock(&o->pos_lock);
 	guard_exit(&g, ret, err);
 	return ret;
 }
@@ -431,7 +542,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 	if (len < 0 || (flags & O_ACCMODE) == O_RDONLY)
 		return real_ftruncate(fd, len);
 
-	guard_enter(&g);
+	guard_enter(&g, false);
 	if (!barrier_raise(f)) {
 		ret = real_ftruncate(fd, len);
 		err = errno;
@@ -444,6 +555,13 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		/* No writer is in flight: the words can move down.  The
 		 * reservation went with the kernel's truncate; so must its
 		 * record, lest recovery cut a size set here. */
+		/* The kernel's truncate from phys freed every block past len;
+		 * the kernel alone, growing the file from eof, would have
+		 * freed none of the application's. */
+		if ((uint64_t)len >= atomic_load(&seg->eof))
+			keep_restore(f, fd, (uint64_t)len);
+		else
+			seg->keep_lo = seg->keep_hi = 0;
 		atomic_store(&seg->phys, (uint64_t)len);
 		atomic_store(&seg->eof, (uint64_t)len);
 		atomic_store(&seg->tail, (uint64_t)len);
@@ -514,15 +632,27 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		return call_fallocate(fd, mode, off, len, posix);
 	end = (uint64_t)off + (uint64_t)len;
 
-	if (mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known))
+	if (mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known)) {
 		/* Allocation, punch, zero or unshare inside the kernel's
-		 * size: no size the application sees changes. */
-		return call_fallocate(fd, mode, off, len, posix);
+		 * size: no size the application sees changes.  Blocks it
+		 * allocates past eof are its own: the trim must keep them. */
+		ret = call_fallocate(fd, mode, off, len, posix);
+		if (!(mode & FALLOC_FL_PUNCH_HOLE) &&
+		    ret == 0 &&
+		    end > atomic_load_explicit(&seg->eof,
+					       memory_order_acquire)) {
+			int saved = errno;
+
+			keep_note(f, (uint64_t)off, end);
+			errno = saved;
+		}
+		return ret;
+	}
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
 	    end <= atomic_load_explicit(&seg->eof, memory_order_acquire))
 		return call_fallocate(fd, mode, off, len, posix);
 
-	guard_enter(&g);
+	guard_enter(&g, !posix);
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0) {
 		ret = fallocate_quiesced(f, fd, mode, off, len, posix, &err);
 		goto out;
@@ -569,7 +699,9 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 	uint64_t eof;
 	int ret, err;
 
-	guard_enter(&g);
+	if (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH)
+		return datasync ? real_fdatasync(fd) : real_fsync(fd);
+	guard_enter(&g, true);
 	/* ext4's fdatasync does not make an xattr change durable; fsync
 	 * does.  Upgrade only when the record had to change. */
 	if (record_stale(seg) && record_refresh(f, fd))

@@ -51,9 +51,11 @@ extern __thread int io_busy __attribute__((tls_model("initial-exec")));
  * (RWF_NOAPPEND, Linux 6.9): without it the shim serves nothing. */
 bool io_kernel_ready(void);
 
-ssize_t io_write(struct ofd *o, const struct io_req *r);
-ssize_t io_read(struct ofd *o, const struct io_req *r);
-off_t io_lseek(struct ofd *o, int fd, off_t off, int whence);
+/* reentrant: called from a signal handler that interrupted this thread
+ * inside the shim — take no lock and wait for nothing. */
+ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant);
+ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant);
+off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant);
 int io_ftruncate(struct ofd *o, int fd, off_t len);
 /* posix: posix_fallocate's convention (returns the error number). */
 int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,

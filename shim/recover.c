@@ -57,6 +57,17 @@ bool record_remove(int fd)
 	       errno == ENODATA;
 }
 
+void recover_drop_cache(int fd, uint64_t from, uint64_t to)
+{
+	/* Clean cached pages over unwritten extents (a buffered reader read
+	 * the reserved tail: readahead caches zeros) are data to SEEK_DATA;
+	 * they hold nothing, so they go first.  Dirty pages stay, and count:
+	 * they are someone's buffered writes. */
+	if (to > from)
+		syscall(SYS_fadvise64, fd, (off_t)from, (off_t)(to - from),
+			POSIX_FADV_DONTNEED);
+}
+
 uint64_t recover_data_end(int fd, uint64_t from)
 {
 	uint64_t end = from;
@@ -104,6 +115,7 @@ enum recover_outcome recover_fd(int fd, uint32_t blksize,
 	 * record, and writes in flight at the crash that made it to disk.
 	 * The block holding EOF is the application's own. */
 	aligned = (start + blksize - 1) / blksize * blksize;
+	recover_drop_cache(fd, aligned, rep->size_before);
 	data = recover_data_end(fd, aligned);
 	target = data > aligned ? data : start;
 	if (target > rep->size_before)

@@ -22,6 +22,9 @@ bool record_write(int fd, uint64_t eof, uint64_t phys);
 bool record_read(int fd, uint64_t *eof, uint64_t *phys);
 bool record_remove(int fd);
 
+/* Drop clean cached pages of [from, to), before looking for data there. */
+void recover_drop_cache(int fd, uint64_t from, uint64_t to);
+
 /* End of the data at or past from (block-aligned), or from when
  * [from, size) holds none: unwritten extents count as holes. */
 uint64_t recover_data_end(int fd, uint64_t from);

@@ -22,6 +22,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -75,23 +76,24 @@ static void stat_add(_Atomic uint64_t *c)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
-				   uint64_t end)
+/*
+ * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
+ * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
+ * must go to the kernel as issued.
+ */
+static enum reserve_result reserve_locked(struct shim_file *f, int fd,
+					  uint64_t off, uint64_t end,
+					  bool recovered)
 {
 	struct dioshim_seg *seg = f->seg;
 	struct rlimit rl;
 	struct statfs sfs;
 	struct stat st;
 	uint64_t phys, eof, start, chunk, new_phys, now;
-	bool recovered;
 
-	if (!seg_lock(&seg->ext_lock, &recovered))
-		return RESERVE_UNLOCKED;
 	phys = atomic_load(&seg->phys);
-	if (end <= phys && !recovered) {
-		seg_unlock(&seg->ext_lock);
+	if (end <= phys && !recovered)
 		return RESERVE_OK;
-	}
 	/* Slow path: re-read the kernel's size, which a writer outside the
 	 * shim (or one that died mid-extension) may have moved. */
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
@@ -101,10 +103,8 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 		phys = (uint64_t)st.st_size;
 		atomic_store(&seg->phys, phys);
 	}
-	if (end <= phys) {
-		seg_unlock(&seg->ext_lock);
+	if (end <= phys)
 		return RESERVE_OK;
-	}
 	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
 		goto exact;
 
@@ -124,14 +124,12 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 					    seg->blksize);
 
 	/* A write far past the end leaves the gap a hole: reserve from the
-	 * write's block, not from phys. */
+	 * write's block, not from phys, and a chunk past the write, so that
+	 * the writes that follow it find their blocks too. */
 	start = off / seg->blksize * seg->blksize;
 	if (start < phys)
 		start = phys;
-	new_phys = round_up(end > phys + chunk ? end : phys + chunk,
-			    seg->blksize);
-	if (new_phys < end)
-		new_phys = end;
+	new_phys = round_up((end > phys ? end : phys) + chunk, seg->blksize);
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		/* Past the limit the kernel sends SIGXFSZ: only the
 		 * application's own write may do that. */
@@ -161,6 +159,11 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
 		int err = errno;
 
+		/* ext4 keeps what a failed fallocate managed to allocate, and
+		 * the size with it: give both back, so that the write that
+		 * follows meets the file the kernel alone would have. */
+		if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size > phys)
+			sys_ftruncate(fd, (off_t)phys);
 		/* Put the record back to the truth: the old reservation. */
 		if (phys > atomic_load(&seg->eof))
 			record_write(fd, eof, phys);
@@ -186,12 +189,74 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 	seg->last_reserve_phys = phys;
 	if (f->slot >= 0)
 		stat_add(&seg->slot[f->slot].reserves);
-	seg_unlock(&seg->ext_lock);
 	return RESERVE_OK;
 exact:
 	if (f->slot >= 0)
 		stat_add(&seg->slot[f->slot].exact);
 	return RESERVE_EXACT;
+}
+
+enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
+				   uint64_t end)
+{
+	enum reserve_result res;
+	bool recovered;
+
+	if (!seg_lock(&f->seg->ext_lock, &recovered))
+		return RESERVE_UNLOCKED;
+	res = reserve_locked(f, fd, off, end, recovered);
+	if (res == RESERVE_OK)
+		seg_unlock(&f->seg->ext_lock);
+	return res;
+}
+
+/*
+ * An append's offset.  Inside the reservation appends claim their range
+ * with a CAS on the tail and run in parallel.  Past it they claim under
+ * ext_lock, one at a time: if no reservation can be made, the claim and
+ * the kernel's exact write happen under the same lock, so that a failed
+ * append always gives its range back and the next one takes it, as
+ * appends do in the kernel — a failing append never leaves a hole.
+ */
+enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
+				 bool nowait, uint64_t *off)
+{
+	struct dioshim_seg *seg = f->seg;
+	enum reserve_result res;
+	uint64_t t;
+	bool recovered;
+
+	for (;;) {
+		t = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+		if (t + len > atomic_load_explicit(&seg->phys,
+						   memory_order_acquire))
+			break;
+		if (atomic_compare_exchange_weak(&seg->tail, &t, t + len)) {
+			*off = t;
+			return RESERVE_OK;
+		}
+	}
+	if (nowait) {
+		*off = t;
+		return RESERVE_WOULD_BLOCK;
+	}
+	if (!seg_lock(&seg->ext_lock, &recovered)) {
+		*off = atomic_fetch_add(&seg->tail, len);
+		return RESERVE_UNLOCKED;
+	}
+	for (;;) {
+		t = atomic_load(&seg->tail);
+		res = reserve_locked(f, fd, t, t + len, recovered);
+		recovered = false;
+		/* Claimers inside the reservation may have moved the tail
+		 * while we reserved; past it nobody else can. */
+		if (atomic_compare_exchange_strong(&seg->tail, &t, t + len))
+			break;
+	}
+	*off = t;
+	if (res == RESERVE_OK)
+		seg_unlock(&seg->ext_lock);
+	return res;
 }
 
 void reserve_exact_done(struct shim_file *f, int fd)
@@ -230,6 +295,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 	/* Never cut data: a tail that holds some (a writer that died after
 	 * its write but before moving eof) ends where the data ends. */
 	aligned = round_up(eof, seg->blksize);
+	recover_drop_cache(fd, aligned, (uint64_t)st.st_size);
 	target = recover_data_end(fd, aligned);
 	if (target <= aligned)
 		target = eof; /* no data past the block holding eof */
@@ -245,6 +311,8 @@ bool reserve_trim(struct shim_file *f, int fd)
 		}
 		rc = sys_ftruncate(wfd, (off_t)target);
 		err = errno;
+		if (!rc)
+			keep_restore(f, wfd, target);
 		if (wfd != fd)
 			sys_close(wfd);
 		if (rc) {
@@ -263,6 +331,39 @@ bool reserve_trim(struct shim_file *f, int fd)
 	return record_forget(f, fd);
 }
 
+void keep_note(struct shim_file *f, uint64_t off, uint64_t end)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool recovered;
+
+	if (!seg_lock(&seg->ext_lock, &recovered))
+		return;
+	if (seg->keep_hi <= seg->keep_lo) {
+		seg->keep_lo = off;
+		seg->keep_hi = end;
+	} else {
+		if (off < seg->keep_lo)
+			seg->keep_lo = off;
+		if (end > seg->keep_hi)
+			seg->keep_hi = end;
+	}
+	seg_unlock(&seg->ext_lock);
+}
+
+void keep_restore(struct shim_file *f, int fd, uint64_t from)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t lo = seg->keep_lo > from ? seg->keep_lo : from;
+
+	if (seg->keep_hi > lo &&
+	    sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
+			  (off_t)(seg->keep_hi - lo)))
+		log_msg("could not re-allocate the application's blocks past "
+			"eof: %s", strerror(errno));
+	if (seg->keep_hi <= from)
+		seg->keep_lo = seg->keep_hi = 0;
+}
+
 bool record_forget(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
@@ -270,8 +371,13 @@ bool record_forget(struct shim_file *f, int fd)
 	if (!atomic_load(&seg->recorded_phys))
 		return true;
 	if (!record_remove(fd)) {
+		/* A full XFS may refuse even to remove an xattr.  The tail is
+		 * gone; what the record says is then only that the size was
+		 * once reserved up to its phys, and recovery keeps every
+		 * block of data: the next shimmed open removes it. */
 		log_msg("cannot remove the eof record: %s", strerror(errno));
-		return false;
+		if (errno != ENOSPC && errno != EDQUOT)
+			return false;
 	}
 	atomic_store(&seg->recorded_eof, 0);
 	atomic_store(&seg->recorded_phys, 0);

@@ -18,11 +18,19 @@ enum reserve_result {
 	RESERVE_OK, /* phys >= end; no lock held */
 	RESERVE_EXACT, /* ext_lock held: write exactly, then reserve_exact_done */
 	RESERVE_UNLOCKED, /* the extension lock is unusable: write unlocked */
+	RESERVE_WOULD_BLOCK, /* RWF_NOWAIT, and a reservation is needed */
 };
 
 /* Make phys cover [off, end) for a write, or say it must go exact. */
 enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 				   uint64_t end);
+
+/* The offset of an O_APPEND write of len bytes, taken from the tail, with
+ * the reservation made if needed; RESERVE_EXACT as for reserve_extend
+ * (ext_lock held: the write goes as issued; give back what it did not
+ * write before reserve_exact_done). */
+enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
+				 bool nowait, uint64_t *off);
 
 /* After an exact (kernel-extended) write: re-read phys, drop ext_lock. */
 void reserve_exact_done(struct shim_file *f, int fd);
@@ -35,6 +43,14 @@ void reserve_exact_done(struct shim_file *f, int fd);
  * descriptor): at the last detach the segment then stays for the next user.
  */
 bool reserve_trim(struct shim_file *f, int fd);
+
+/* The application allocated [off, end) past eof with KEEP_SIZE. */
+void keep_note(struct shim_file *f, uint64_t off, uint64_t end);
+
+/* After the kernel's size was cut to from (which freed every block past
+ * it): allocate again what the application had allocated past from.
+ * ext_lock held, or nobody writing. */
+void keep_restore(struct shim_file *f, int fd, uint64_t from);
 
 /* Remove the EOF record if one was written (the tail is gone).  False
  * if it could not be removed. */

@@ -578,6 +578,7 @@ static void seg_resync(struct dioshim_seg *seg, int fd)
 	 * publishing it) — or eof is not to be trusted: either way the size
 	 * reaches at least to the end of the data. */
 	aligned = (eof + seg->blksize - 1) / seg->blksize * seg->blksize;
+	recover_drop_cache(fd, aligned, (uint64_t)st.st_size);
 	data = recover_data_end(fd, aligned);
 	if (data > aligned)
 		eof = data < (uint64_t)st.st_size ? data : (uint64_t)st.st_size;
@@ -627,6 +628,7 @@ static void seg_recover(struct dioshim_seg *seg, int fd)
 	seg->chunk = config.reserve;
 	seg->last_reserve_ns = 0;
 	seg->last_reserve_phys = 0;
+	seg->keep_lo = seg->keep_hi = 0;
 	atomic_store(&seg->sync_seq, 0);
 	atomic_store(&seg->sync_done, 0);
 	atomic_store(&seg->sync_done_full, 0);
@@ -1054,6 +1056,16 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 	seg_unlock(&seg->attach_lock);
 	munmap(seg, SEG_SIZE);
 	return v;
+}
+
+bool segment_exists(uint64_t dev, uint64_t ino)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	return !segment_path(path, sizeof(path), dev, ino) &&
+	       syscall(SYS_newfstatat, AT_FDCWD, path, &st,
+		       AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* ---- read-only access: stat(path) and the dioshim command ------------- */

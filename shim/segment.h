@@ -68,6 +68,9 @@ void segment_put(struct shim_file *f, int fd);
 bool segment_peek_eof(const struct stat *st, const char *path_or_null,
 		      int dirfd, int at_flags, uint64_t *eof);
 
+/* Whether a segment exists by the name of (dev, ino) (valid or not). */
+bool segment_exists(uint64_t dev, uint64_t ino);
+
 /* Detach from every segment (exit, _exit). */
 void segment_detach_all(void);
 

@@ -53,7 +53,14 @@ run_suite() {
 		"not ok "*) fail=$((fail + 1)); failed+=("$name"); echo "FAIL    $name" ;;
 		"#"*) echo "        $line" ;;
 		esac
-	done < <(FS=$fs bats --tap "$file" 2>&1)
+	done < <(FS=$fs DIOSHIM_SHM_DIR=$(suite_shm) bats --tap "$file" 2>&1)
+}
+
+# Each suite run gets segments of its own: a suite's filesystems reuse
+# loop devices and inode numbers, so a segment one suite left on purpose
+# (a killed writer, a planted one) must not meet the next suite's files.
+suite_shm() {
+	mktemp -d "$DIOSHIM_SHM_DIR/suite.XXXXXX"
 }
 
 # A suite whose header says "# fs: ext4 xfs" runs once per filesystem.

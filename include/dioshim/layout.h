@@ -141,7 +141,11 @@ struct dioshim_seg {
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t last_reserve_ns; /* CLOCK_MONOTONIC of the last reservation */
 	uint64_t last_reserve_phys; /* phys just before it */
-	uint64_t policy_pad[5];
+	/* [keep_lo, keep_hi): hull of the blocks the application itself
+	 * allocated past eof (fallocate KEEP_SIZE); cutting the reserved tail
+	 * must leave them allocated, as the kernel alone would */
+	uint64_t keep_lo, keep_hi;
+	uint64_t policy_pad[3];
 
 	/*
 	 * Barrier: raised (non-zero) while a size change drains the writers.

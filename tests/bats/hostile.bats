@@ -19,7 +19,11 @@ setup_file() {
 	SEG_SIZE=$(stat -c %s "$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" \
 		"$(stat -c %d "$f")" "$(stat -c %i "$f")")")
 }
-teardown_file() { fs_teardown_file; }
+teardown_file() {
+	# What was planted goes with the filesystem it was planted for.
+	rm -rf "${DIOSHIM_SHM_DIR:?}"/dioshim.*
+	fs_teardown_file
+}
 setup() {
 	fs_require
 	F=$SCRATCH_MNT/hostile.$BATS_TEST_NUMBER
