@@ -22,30 +22,12 @@
 
 #include <string.h>
 
-#define FDT_SHIFT 10
-#define FDT_CHUNK (1u << FDT_SHIFT)
-#define FDT_CHUNKS 1024u
-#define FDT_MAX (FDT_CHUNK * FDT_CHUNKS)
 
-typedef struct ofd *_Atomic fd_entry;
-
-static fd_entry *_Atomic fdt[FDT_CHUNKS];
+fd_entry *_Atomic fdt[FDT_CHUNKS];
 static pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ofd *ofd_free;
 
-static inline struct ofd *entry_get(int fd)
-{
-	fd_entry *c;
-
-	if ((unsigned)fd >= FDT_MAX)
-		return OFD_PASS;
-	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
-				 memory_order_acquire);
-	if (!c)
-		return NULL;
-	return atomic_load_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)],
-				    memory_order_acquire);
-}
+#define entry_get fdtable_peek
 
 /* Under fdt_lock. */
 static void entry_set(int fd, struct ofd *o)
@@ -192,11 +174,6 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 		o->checked_gen = gen;
 	}
 	pthread_mutex_unlock(&fdt_lock);
-}
-
-struct ofd *fdtable_peek(int fd)
-{
-	return entry_get(fd);
 }
 
 struct ofd *fdtable_resolve(int fd)
@@ -374,7 +351,7 @@ void fdtable_atfork_child(void)
 				pthread_mutex_init(&o->pos_lock, NULL);
 				/* Appends under way belong to parent threads. */
 				atomic_store(&o->appending, 0);
-				o->append_end = 0;
+				atomic_store(&o->append_end, 0);
 			}
 		}
 	}

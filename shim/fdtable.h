@@ -42,7 +42,7 @@ struct ofd {
 	 * the furthest end they reached: the position is set once the last
 	 * of them is done (under pos_lock) */
 	_Atomic uint32_t appending;
-	uint64_t append_end;
+	_Atomic uint64_t append_end;
 	unsigned refs; /* fds pointing here; under fdt_lock */
 	struct ofd *next; /* every live ofd, or the free list */
 };
@@ -58,8 +58,44 @@ struct ofd {
  */
 struct ofd *fdtable_resolve(int fd);
 
-/* The entry as it is, without adopting or re-checking (NULL: unknown). */
-struct ofd *fdtable_peek(int fd);
+#define FDT_SHIFT 10
+#define FDT_CHUNK (1u << FDT_SHIFT)
+#define FDT_CHUNKS 1024u
+#define FDT_MAX (FDT_CHUNK * FDT_CHUNKS)
+
+typedef struct ofd *_Atomic fd_entry;
+extern fd_entry *_Atomic fdt[FDT_CHUNKS];
+
+/* The entry as it is, without adopting or re-checking (NULL: unknown):
+ * two dependent loads. */
+static inline struct ofd *fdtable_peek(int fd)
+{
+	fd_entry *c;
+
+	if ((unsigned)fd >= FDT_MAX)
+		return OFD_PASS;
+	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+				 memory_order_acquire);
+	if (!c)
+		return NULL;
+	return atomic_load_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)],
+				    memory_order_acquire);
+}
+
+/*
+ * Whether fd is surely not served, decided from the entry alone: not a
+ * file dioshim serves, or one with no segment while no segment exists.
+ * False means "look closer" (fdtable_resolve).
+ */
+static inline bool fdtable_surely_pass(int fd)
+{
+	struct ofd *o = fdtable_peek(fd);
+
+	if (o == OFD_PASS)
+		return true;
+	return o && !atomic_load_explicit(&o->file, memory_order_relaxed) &&
+	       hint_surely_dead();
+}
 
 /* fd was just opened with flags. */
 void fdtable_opened(int fd, int flags);

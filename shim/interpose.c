@@ -135,20 +135,26 @@ EXPORT void _Exit(int status)
 	__builtin_unreachable();
 }
 
-/* The ofd whose rules apply to fd, or NULL to pass through. */
-static inline struct ofd *served(int fd)
+static __attribute__((noinline)) struct ofd *served_slow(int fd)
 {
 	struct ofd *o;
-	int saved;
+	int saved = errno;
 
-	if (!shim_on())
-		return NULL;
-	saved = errno;
 	io_busy = 1;
 	o = fdtable_resolve(fd);
 	io_busy = 0;
 	errno = saved;
 	return o;
+}
+
+/* The ofd whose rules apply to fd, or NULL to pass through.  The calls
+ * the shim does not serve — most calls of most programs — cost the loads
+ * of shim_on() and of the fd's entry. */
+static inline struct ofd *served(int fd)
+{
+	if (!shim_on() || fdtable_surely_pass(fd))
+		return NULL;
+	return served_slow(fd);
 }
 
 /*
@@ -158,18 +164,12 @@ static inline struct ofd *served(int fd)
  * with it).  Then only an fd already attached is served, *reentrant says
  * so, and the call must take no lock.
  */
-static inline struct ofd *served_io(int fd, bool *reentrant)
+static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
+								bool *reentrant)
 {
-	struct ofd *o;
+	struct ofd *o = fdtable_peek(fd);
 	struct shim_file *f;
 
-	*reentrant = false;
-	lib_ensure();
-	if (!io_busy)
-		return served(fd);
-	if (config.disable || __atomic_load_n(&lib_exiting, __ATOMIC_RELAXED))
-		return NULL;
-	o = fdtable_peek(fd);
 	if (!o || o == OFD_PASS)
 		return NULL;
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
@@ -177,6 +177,22 @@ static inline struct ofd *served_io(int fd, bool *reentrant)
 		return NULL;
 	*reentrant = true;
 	return o;
+}
+
+static inline struct ofd *served_io(int fd, bool *reentrant)
+{
+	*reentrant = false;
+	lib_ensure();
+	if (__builtin_expect(config.disable |
+				     __atomic_load_n(&lib_exiting,
+						     __ATOMIC_RELAXED),
+			     0))
+		return NULL;
+	if (__builtin_expect(io_busy, 0))
+		return served_reentrant(fd, reentrant);
+	if (fdtable_surely_pass(fd))
+		return NULL;
+	return served_slow(fd);
 }
 
 /* Run table bookkeeping with the shim marked busy and errno kept. */
@@ -417,11 +433,11 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 
 #define READ_BODY(fallback, ...)                                   \
 	do {                                                       \
-		struct io_req r_ = { __VA_ARGS__ };                \
 		bool re_;                                          \
-		struct ofd *o_ = served_io(r_.fd, &re_);           \
+		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_)                                           \
 			return fallback;                           \
+		struct io_req r_ = { __VA_ARGS__ };                \
 		return io_read(o_, &r_, re_);                      \
 	} while (0)
 
@@ -509,11 +525,11 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off,
 
 #define WRITE_BODY(fallback, ...)                                  \
 	do {                                                       \
-		struct io_req r_ = { __VA_ARGS__ };                \
 		bool re_;                                          \
-		struct ofd *o_ = served_io(r_.fd, &re_);           \
+		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_)                                           \
 			return fallback;                           \
+		struct io_req r_ = { __VA_ARGS__ };                \
 		return io_write(o_, &r_, re_);                     \
 	} while (0)
 

@@ -189,42 +189,6 @@ static void stat_add(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-/*
- * eof = end for an append that wrote [off, end), once every append before
- * it has published.  The kernel runs O_APPEND writes one at a time, so the
- * size a reader sees never covers an append still in flight; appends that
- * run in parallel must publish in the order of their offsets for that to
- * stay true.  An appender killed between claiming and publishing would
- * hold the others back: past APPEND_WAIT_NS the rest publish anyway (the
- * range it claimed reads as zeros, the one trace of it).
- */
-#define APPEND_WAIT_NS 2000000000ull
-static bool publish_in_order(struct dioshim_seg *seg, uint64_t off,
-			     uint64_t end)
-{
-	struct timespec t0, t, nap = { 0, 20000 };
-	unsigned spins = 0;
-
-	while (atomic_load_explicit(&seg->eof, memory_order_acquire) < off) {
-		if (++spins < 64) {
-			sched_yield();
-			continue;
-		}
-		if (spins == 64)
-			clock_gettime(CLOCK_MONOTONIC, &t0);
-		nanosleep(&nap, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
-			    (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec >
-		    APPEND_WAIT_NS) {
-			log_msg("append at %llu: an earlier append never "
-				"completed; publishing past it",
-				(unsigned long long)off);
-			break;
-		}
-	}
-	return eof_advance(seg, end);
-}
 
 /*
  * write() on O_APPEND leaves the file position at the end of what it
@@ -237,13 +201,20 @@ static bool publish_in_order(struct dioshim_seg *seg, uint64_t off,
 static void append_done_position(struct ofd *o, int fd, ssize_t ret,
 				 uint64_t done)
 {
+	uint64_t cur = atomic_load_explicit(&o->append_end,
+					    memory_order_relaxed);
+
+	while (ret > 0 && done > cur &&
+	       !atomic_compare_exchange_weak(&o->append_end, &cur, done))
+		;
+	if (atomic_fetch_sub(&o->appending, 1) != 1)
+		return;
+	/* The last one out sets the position; the lock orders it against
+	 * the last one out of a later batch. */
 	pthread_mutex_lock(&o->pos_lock);
-	if (ret > 0 && done > o->append_end)
-		o->append_end = done;
-	if (atomic_fetch_sub(&o->appending, 1) == 1 && o->append_end) {
-		sys_lseek(fd, (off_t)o->append_end, SEEK_SET);
-		o->append_end = 0;
-	}
+	cur = atomic_exchange(&o->append_end, 0);
+	if (cur)
+		sys_lseek(fd, (off_t)cur, SEEK_SET);
 	pthread_mutex_unlock(&o->pos_lock);
 }
 
@@ -392,7 +363,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		 * earlier one must not hold what that one needs. */
 		if (res == RESERVE_EXACT)
 			reserve_exact_done(f, r->fd);
-		if (publish > off && publish_in_order(seg, off, publish))
+		if (publish > off && eof_publish_in_order(seg, off, publish))
 			stat_add(&sh->extends, 1);
 		if (!positional)
 			append_done_position(o, r->fd, ret, done);

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <linux/falloc.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -421,4 +422,167 @@ void reserve_resync(struct shim_file *f, int fd)
 	atomic_store(&seg->phys, (uint64_t)st.st_size);
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
+}
+
+/*
+ * eof = end for an append that wrote [off, end), once every append before
+ * it is done.  The kernel runs O_APPEND writes one at a time, so the size
+ * a reader sees never covers an append still in flight; appends that run
+ * in parallel must publish in the order of their offsets for that to stay
+ * true.  An append done before its predecessors leaves its range in the
+ * done ring; whichever append brings eof to that range's start carries
+ * eof on to its end, so a run of early finishers is published at once,
+ * with one wake-up, by the last of their predecessors.  Each still waits
+ * until eof covers its own range before it returns: a write the caller
+ * has seen succeed is in the size it sees next.  An appender killed
+ * between claiming and publishing would hold the others back: past
+ * APPEND_WAIT_NS they publish anyway (the range it claimed reads as zeros,
+ * the one trace of it).
+ */
+#define APPEND_WAIT_NS 2000000000ull
+#define DONE_FILLING UINT64_MAX /* a done entry being filled in */
+
+/* eof from at or past off on to end; false if eof is still below off. */
+static bool advance_from(struct dioshim_seg *seg, uint64_t off, uint64_t end)
+{
+	uint64_t e = atomic_load_explicit(&seg->eof, memory_order_acquire);
+
+	while (e >= off) {
+		if (e >= end)
+			return true;
+		if (atomic_compare_exchange_weak_explicit(
+			    &seg->eof, &e, end, memory_order_release,
+			    memory_order_acquire))
+			return true;
+	}
+	return false;
+}
+
+/* Carry eof over every done range it has reached; wake the waiters. */
+static void drain_done(struct dioshim_seg *seg)
+{
+	bool moved = true;
+	int i;
+
+	while (moved) {
+		uint64_t e = atomic_load_explicit(&seg->eof,
+						  memory_order_acquire);
+
+		moved = false;
+		for (i = 0; i < DIOSHIM_DONE_RING; i++) {
+			struct dioshim_done *d = &seg->done[i];
+			uint64_t end = atomic_load_explicit(
+				&d->end, memory_order_acquire);
+			uint64_t off;
+
+			if (!end || end == DONE_FILLING)
+				continue;
+			off = atomic_load_explicit(&d->off,
+						   memory_order_relaxed);
+			if (off > e)
+				continue;
+			/* Take it (its owner may be taking it back), carry
+			 * eof over it and wake its owner alone. */
+			if (!atomic_compare_exchange_strong(&d->end, &end, 0))
+				continue;
+			advance_from(seg, off, end);
+			atomic_store(&d->wake, 1);
+			syscall(SYS_futex, &d->wake, FUTEX_WAKE, 1, NULL, NULL,
+				0);
+			moved = true;
+		}
+	}
+	if (atomic_load(&seg->publish_waiters)) {
+		atomic_fetch_add(&seg->publish_seq, 1);
+		syscall(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX,
+			NULL, NULL, 0);
+	}
+}
+
+static uint64_t ns_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)(t.tv_sec - t0->tv_sec) * 1000000000ull +
+	       (uint64_t)t.tv_nsec - (uint64_t)t0->tv_nsec;
+}
+
+bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
+			  uint64_t end)
+{
+	struct timespec t0, slice = { 0, 10000000 };
+	struct dioshim_done *mine = NULL;
+	uint64_t before = atomic_load(&seg->eof);
+	uint32_t seq;
+	int i;
+
+	if (advance_from(seg, off, end)) {
+		drain_done(seg);
+		return end > before;
+	}
+	/* Not next: leave the range for whoever gets eof to off. */
+	for (i = 0; i < DIOSHIM_DONE_RING && !mine; i++) {
+		struct dioshim_done *d = &seg->done[i];
+		uint64_t free_end = 0;
+
+		if (atomic_load_explicit(&d->end, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&d->end, &free_end,
+						    DONE_FILLING))
+			continue;
+		/* Ours: fill it, then let takers see it (they read off
+		 * after end, and skip an entry being filled). */
+		atomic_store(&d->wake, 0);
+		atomic_store_explicit(&d->off, off, memory_order_relaxed);
+		atomic_store_explicit(&d->end, end, memory_order_release);
+		mine = d;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		seq = atomic_load(&seg->publish_seq);
+		if (atomic_load_explicit(&seg->eof, memory_order_acquire) >=
+		    end)
+			break;
+		/* eof reached off and nobody carried it on: our own range,
+		 * if we can take it back, or if it never got in the ring. */
+		if (atomic_load(&seg->eof) >= off) {
+			uint64_t want = end;
+
+			if (!mine || atomic_compare_exchange_strong(
+					     &mine->end, &want, 0)) {
+				advance_from(seg, off, end);
+				drain_done(seg);
+				break;
+			}
+			continue; /* a helper is carrying it */
+		}
+		if (ns_since(&t0) > APPEND_WAIT_NS) {
+			uint64_t want = end;
+
+			log_msg("append at %llu: an earlier append never "
+				"completed; publishing past it",
+				(unsigned long long)off);
+			if (mine)
+				atomic_compare_exchange_strong(&mine->end,
+							       &want, 0);
+			eof_advance(seg, end);
+			drain_done(seg);
+			break;
+		}
+		if (mine) {
+			/* Woken by whoever takes our range. */
+			if (atomic_load(&seg->eof) < end &&
+			    !atomic_load(&mine->wake))
+				syscall(SYS_futex, &mine->wake, FUTEX_WAIT, 0,
+					&slice, NULL, 0);
+			continue;
+		}
+		atomic_fetch_add(&seg->publish_waiters, 1);
+		if (atomic_load(&seg->eof) < end &&
+		    atomic_load(&seg->publish_seq) == seq)
+			syscall(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
+				&slice, NULL, 0);
+		atomic_fetch_sub(&seg->publish_waiters, 1);
+	}
+	return end > before;
 }

@@ -112,6 +112,15 @@ static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
 	return false;
 }
 
+/*
+ * eof = end for an append that wrote [off, end) (the range it claimed
+ * from the tail), once every append before it is done: a size never
+ * covers an append still in flight.  Returns when eof covers [off, end).
+ * True if this call moved eof.
+ */
+bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
+			  uint64_t end);
+
 /* tail = max(tail, end), for writes at explicit offsets. */
 static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
 {

@@ -149,12 +149,47 @@ static void owner_set_self(struct dioshim_owner *o)
 
 /* ---- robust locks ----------------------------------------------------- */
 
+static void robust_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/*
+ * A mutex in shared memory is only locked if its kind is the one every
+ * segment mutex is made with: glibc acts on the kind bits (priority
+ * protection, priority inheritance) and asserts on what they imply, so a
+ * corrupt kind would crash the application instead of failing a lock.
+ */
+static int robust_kind = -1;
+
+static bool mutex_sane(pthread_mutex_t *m)
+{
+	if (__atomic_load_n(&robust_kind, __ATOMIC_RELAXED) < 0) {
+		pthread_mutex_t probe;
+
+		robust_init(&probe);
+		__atomic_store_n(&robust_kind, probe.__data.__kind,
+				 __ATOMIC_RELAXED);
+		pthread_mutex_destroy(&probe);
+	}
+	return __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) ==
+	       robust_kind;
+}
+
 static int seg_lock_for(pthread_mutex_t *m, bool *recovered, int secs)
 {
 	struct timespec dl;
 	int rc;
 
 	*recovered = false;
+	if (!mutex_sane(m))
+		return EINVAL;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_sec += secs;
 	rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &dl);
@@ -184,16 +219,6 @@ void seg_unlock(pthread_mutex_t *m)
 	pthread_mutex_unlock(m);
 }
 
-static void robust_init(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-}
 
 /* ---- shared files: naming, checking, publishing ----------------------- */
 
@@ -320,6 +345,7 @@ fail_fd:
 enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN };
 static int hint_state;
 static struct dioshim_hint *hint_ptr;
+struct dioshim_hint *hint_mapped;
 static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void hint_init(void *map, const void *arg)
@@ -369,6 +395,7 @@ static struct dioshim_hint *hint_get(void)
 	}
 	hint_ptr = h;
 	__atomic_store_n(&hint_state, HINT_READY, __ATOMIC_RELEASE);
+	__atomic_store_n(&hint_mapped, h, __ATOMIC_RELEASE);
 	goto out;
 broken:
 	log_msg("hint %s unusable: checking for segments on every call", path);
@@ -622,6 +649,8 @@ static void seg_recover(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->flags, 0);
 	atomic_store(&seg->barrier, 0);
 	atomic_store(&seg->barrier_waiters, 0);
+	atomic_store(&seg->publish_waiters, 0);
+	memset((void *)seg->done, 0, sizeof(seg->done));
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->commit_lock);

@@ -88,6 +88,18 @@ void segment_reclaim_self(void);
 
 /* The hint: false means no segment exists for this user right now. */
 bool hint_maybe_live(void);
+
+/* The hint once mapped (NULL before, or if unusable): for the one-load
+ * check on the path of every call the shim does not serve. */
+extern struct dioshim_hint *hint_mapped;
+
+static inline bool hint_surely_dead(void)
+{
+	struct dioshim_hint *h = __atomic_load_n(&hint_mapped,
+						 __ATOMIC_ACQUIRE);
+
+	return h && !atomic_load_explicit(&h->live, memory_order_relaxed);
+}
 /* Generation of segment creations; changes whenever a segment appears.
  * UINT64_MAX when the hint is unusable (callers then always re-check). */
 uint64_t hint_gen(void);

@@ -44,6 +44,7 @@
 #define DIOSHIM_SLOT_SHARDS 4 /* in-flight shards per process */
 #define DIOSHIM_STRIPES 256 /* extent-lock stripes */
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
+#define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 
 /* Segment state: written by the creator and by the last detacher only. */
 enum dioshim_seg_state {
@@ -135,7 +136,11 @@ struct dioshim_seg {
 	DIOSHIM_ATOMIC(uint64_t) eof __attribute__((aligned(DIOSHIM_CACHELINE)));
 	DIOSHIM_ATOMIC(uint64_t) tail; /* next O_APPEND offset: max end issued */
 	DIOSHIM_ATOMIC(uint64_t) phys; /* kernel size: eof + reservation */
-	uint64_t size_pad[5];
+	/* appends waiting to publish (futex on publish_seq, bumped by every
+	 * append that publishes while some wait) */
+	DIOSHIM_ATOMIC(uint32_t) publish_waiters;
+	DIOSHIM_ATOMIC(uint32_t) publish_seq;
+	uint64_t size_pad[4];
 
 	/* Reservation policy state: only under ext_lock. */
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
@@ -192,6 +197,17 @@ struct dioshim_seg {
 	 * trim a tail its writers left; verified against dev/ino before use. */
 	char path[256] __attribute__((aligned(DIOSHIM_CACHELINE)));
 
+	/* Appends done but not yet covered by eof, waiting for an earlier
+	 * one: whoever moves eof to a done range's off moves it on to its
+	 * end.  end == 0: a free entry. */
+	struct dioshim_done {
+		DIOSHIM_ATOMIC(uint64_t) off;
+		DIOSHIM_ATOMIC(uint64_t) end;
+		DIOSHIM_ATOMIC(uint32_t) wake; /* futex: set by the taker */
+		uint32_t pad;
+		uint64_t pad2;
+	} done[DIOSHIM_DONE_RING] __attribute__((aligned(DIOSHIM_CACHELINE)));
+
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS];
 	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
 
@@ -240,10 +256,12 @@ _Static_assert(offsetof(struct dioshim_seg, sync_seq) == 8 * DIOSHIM_CACHELINE,
 	       "commit line");
 _Static_assert(offsetof(struct dioshim_seg, path) == 10 * DIOSHIM_CACHELINE,
 	       "path");
-_Static_assert(offsetof(struct dioshim_seg, slot) == 14 * DIOSHIM_CACHELINE,
+_Static_assert(offsetof(struct dioshim_seg, done) == 14 * DIOSHIM_CACHELINE,
+	       "done ring");
+_Static_assert(offsetof(struct dioshim_seg, slot) == 46 * DIOSHIM_CACHELINE,
 	       "slots");
 _Static_assert(offsetof(struct dioshim_seg, stripe) ==
-		       14 * DIOSHIM_CACHELINE +
+		       46 * DIOSHIM_CACHELINE +
 			       DIOSHIM_MAX_PROCS * sizeof(struct dioshim_slot),
 	       "stripes");
 _Static_assert(sizeof(struct dioshim_seg) <= 128 * 1024, "segment budget");
