@@ -34,6 +34,33 @@ come_back() {
 	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
 }
 
+# kill -9 up to N of PID's children, at random moments, leaving one.
+kill_some_children() {
+	local pid=$1 n=$2 kids
+	for _ in $(seq "$n"); do
+		sleep "0.$((RANDOM % 7 + 2))"
+		mapfile -t kids < <(pgrep -P "$pid")
+		[ ${#kids[@]} -gt 1 ] || break
+		kill -9 "${kids[RANDOM % ${#kids[@]}]}" 2>/dev/null || true
+	done
+}
+
+# PID must finish within two minutes; a hang fails the test.
+finishes_or_hangs() {
+	local pid=$1
+	for _ in $(seq 120); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		pkill -9 -P "$pid"
+		kill -9 "$pid"
+		echo "hung"
+		return 1
+	fi
+	wait "$pid" || true
+}
+
 # One round: writers append (mode $1) and sync (sync flag $2) until the
 # power goes at a random moment; then recover and check.
 crash_round() {
@@ -101,30 +128,17 @@ crash_round() {
 }
 
 @test "kill -9 of writers and of a barrier raiser at random moments: no hang, nothing acknowledged lost" {
-	local ack=$BATS_TEST_TMPDIR/ack.kill pid kids k t
+	local ack=$BATS_TEST_TMPDIR/ack.kill pid
 	# Small chunks: reservations (the extension lock) are frequent; the
 	# -T process raises the barrier all the time.
 	DIOSHIM_RESERVE=64k DIOSHIM_RESERVE_MAX=64k "$DIOSHIM" \
 		"$APPENDBENCH" run -m counter -t 2 -p 4 -s 6 -A "$ack" -T 512M "$F" \
 		>/dev/null 2>&1 &
 	pid=$!
-	for k in 1 2 3 4 5 6; do
-		sleep "0.$((RANDOM % 7 + 2))"
-		kids=($(pgrep -P "$pid"))
-		[ ${#kids[@]} -gt 1 ] || break
-		kill -9 "${kids[RANDOM % ${#kids[@]}]}" 2>/dev/null || true
-	done
+	kill_some_children "$pid" 6
 	# The survivors finish: no lock, count or barrier of the dead holds
 	# them up.
-	for t in $(seq 120); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		pkill -9 -P "$pid"; kill -9 "$pid"
-		echo "hung"; return 1
-	fi
-	wait "$pid" || true
+	finishes_or_hangs "$pid"
 	run noshim "$APPENDBENCH" check -t 2 -p 4 -A "$ack" -T 512M "$F"
 	echo "$output" | tail -5
 	[ "$status" -eq 0 ]
@@ -136,29 +150,41 @@ crash_round() {
 }
 
 @test "kill -9 of O_APPEND writers mid-run: survivors finish, acknowledged records kept, size ends at the data" {
-	local ack=$BATS_TEST_TMPDIR/ack.killa pid kids k t
+	local ack=$BATS_TEST_TMPDIR/ack.killa pid
 	DIOSHIM_RESERVE=64k DIOSHIM_RESERVE_MAX=128k "$DIOSHIM" \
 		"$APPENDBENCH" run -m append -t 2 -p 4 -s 4 -A "$ack" "$F" \
 		>/dev/null 2>&1 &
 	pid=$!
-	for k in 1 2 3; do
-		sleep "0.$((RANDOM % 7 + 2))"
-		kids=($(pgrep -P "$pid"))
-		[ ${#kids[@]} -gt 1 ] || break
-		kill -9 "${kids[RANDOM % ${#kids[@]}]}" 2>/dev/null || true
-	done
-	for t in $(seq 120); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		pkill -9 -P "$pid"; kill -9 "$pid"
-		echo "hung"; return 1
-	fi
-	wait "$pid" || true
+	kill_some_children "$pid" 3
+	finishes_or_hangs "$pid"
 	run "$DIOSHIM" "$HELPERS/openclose" "$F"
 	run noshim "$APPENDBENCH" check -t 2 -p 4 -A "$ack" "$F"
 	echo "$output" | tail -5
 	[ "$status" -eq 0 ]
 	assert_no_segment "$F"
+}
+
+@test "dioshim gc cuts the tail a killed writer left and removes its segment; a segment in use is kept" {
+	local seg
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+	seg=$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" \
+		"$(noshim stat -c %d "$F")" "$(noshim stat -c %i "$F")")
+	[ -e "$seg" ]
+	# The writer wrote 32 KiB and died with its reservation standing.
+	[ "$(real_size "$F")" -gt 32768 ]
+	# A live user of another file keeps that file's segment.
+	"$DIOSHIM" "$HELPERS/t_fops" -d -c "$F.live" w 0 8192 touch "$BATS_TEST_TMPDIR/ready" \
+		wait "$BATS_TEST_TMPDIR/go" >/dev/null 2>&1 &
+	local pid=$!
+	for _ in $(seq 100); do [ -e "$BATS_TEST_TMPDIR/ready" ] && break; sleep 0.1; done
+	run "$DIOSHIM" gc
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"in use ($F.live)"* ]]
+	[ ! -e "$seg" ]
+	[ "$(real_size "$F")" -eq 32768 ]
+	touch "$BATS_TEST_TMPDIR/go"
+	wait "$pid"
+	[ "$(real_size "$F.live")" -eq 8192 ]
+	assert_no_segment "$F.live"
 }

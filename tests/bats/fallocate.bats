@@ -8,8 +8,6 @@
 
 load helper
 
-# Nothing may hang the run: every shimmed command gets a time limit.
-shim() { timeout 300 "$DIOSHIM" "$@"; }
 
 setup_file() { fs_setup_file "${FS:-ext4}" 1G; }
 teardown_file() { fs_teardown_file; }
@@ -20,19 +18,9 @@ setup() {
 	BG=
 }
 teardown() {
-	touch "$T/go" 2>/dev/null || true
-	[ -z "$BG" ] || timeout 60 tail --pid="$BG" -f /dev/null || kill "$BG" 2>/dev/null || true
+	reap_bg "$T/go"
 }
 
-wait_file() {
-	local i
-	for ((i = 0; i < 6000; i++)); do
-		[ -e "$1" ] && return 0
-		sleep 0.01
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
 
 # The size and the sha256 of a file, seen outside the shim.
 describe() {

@@ -9,8 +9,6 @@
 
 load helper
 
-# Nothing may hang the run: every shimmed command gets a time limit.
-shim() { timeout 300 "$DIOSHIM" "$@"; }
 
 # XFS refuses filesystems under 300 MB: it gets 320 MB and a filler file.
 setup_file() {

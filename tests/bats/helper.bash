@@ -17,9 +17,29 @@ source "$TOP/tests/lib/scratchfs.sh"
 : "${DIOSHIM_SHM_DIR:=/dev/shm}"
 export DIOSHIM_SHM_DIR
 
-# Run under the shim / strictly outside it.
-shim() { "$DIOSHIM" "$@"; }
+# Run under the shim / strictly outside it.  Nothing may hang the run:
+# every shimmed command gets a time limit.
+shim() { timeout 300 "$DIOSHIM" "$@"; }
 noshim() { env -u LD_PRELOAD "$@"; }
+
+# Wait (up to a minute) for a file a background helper creates.
+wait_file() {
+	local i
+	for ((i = 0; i < 6000; i++)); do
+		[ -e "$1" ] && return 0
+		sleep 0.01
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# In teardown: let a background writer ($BG) waiting for one of the named
+# files go on, then reap it.
+reap_bg() {
+	[ $# -eq 0 ] || touch "$@" 2>/dev/null || true
+	[ -z "${BG:-}" ] || timeout 60 tail --pid="$BG" -f /dev/null ||
+		kill "$BG" 2>/dev/null || true
+}
 
 fs_setup_file() {
 	local type=$1 size=${2:-1G} why

@@ -24,6 +24,9 @@ teardown_file() {
 	rm -rf "${DIOSHIM_SHM_DIR:?}"/dioshim.*
 	fs_teardown_file
 }
+# Every test starts without segments: a failed one must not leave its
+# tampered segment to the next file that gets the same inode number.
+teardown() { rm -rf "${DIOSHIM_SHM_DIR:?}"/dioshim.*; }
 setup() {
 	fs_require
 	F=$SCRATCH_MNT/hostile.$BATS_TEST_NUMBER

@@ -6,8 +6,6 @@
 
 load helper
 
-# Nothing may hang the run: every shimmed command gets a time limit.
-shim() { timeout 300 "$DIOSHIM" "$@"; }
 
 setup_file() { fs_setup_file "${FS:-ext4}" 1G; }
 teardown_file() { fs_teardown_file; }
@@ -19,19 +17,9 @@ setup() {
 }
 teardown() {
 	# Let a writer still waiting for its signal finish, then reap it.
-	touch "$T/go" "$T/stop" 2>/dev/null || true
-	[ -z "$BG" ] || timeout 60 tail --pid="$BG" -f /dev/null || kill "$BG" 2>/dev/null || true
+	reap_bg "$T/go" "$T/stop"
 }
 
-wait_file() {
-	local i
-	for ((i = 0; i < 6000; i++)); do
-		[ -e "$1" ] && return 0
-		sleep 0.01
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
 
 # "eof phys" from `dioshim status`, or nothing once the segment is gone.
 seg_words() {

@@ -10,8 +10,6 @@
 
 load helper
 
-# Nothing may hang the run: every shimmed command gets a time limit.
-shim() { timeout 300 "$DIOSHIM" "$@"; }
 
 setup_file() { fs_setup_file "${FS:-ext4}" 1G; }
 teardown_file() { fs_teardown_file; }
