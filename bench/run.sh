@@ -20,9 +20,10 @@
 #   WRITERS="1 2 4 8"  thread counts
 #   PROCS=4         process counts for the O_APPEND process case
 #   FSTYPES="ext4 xfs"
-#   SECTIONS="append overwrite fio overhead fsync"   what to run (fsync:
-#                   bench/fsync.sh, sysbench's fsync workload and group
-#                   commit, on filesystems of its own)
+#   SECTIONS="append overwrite fio overhead fsync stripes"   what to run
+#                   (fsync: bench/fsync.sh, sysbench's fsync workload and
+#                   group commit; stripes: bench/stripes.sh, the extent-lock
+#                   table's stripe size; both on filesystems of their own)
 #   IMG_SIZE=4G     scratch image size
 #   PREALLOC=2G     the ceiling's fallocate size (must exceed what it writes)
 #   OVERWRITE_SIZE=256M  the file the overwrite workload rewrites
@@ -56,7 +57,7 @@ REPS=${REPS:-3}
 WRITERS=${WRITERS:-"1 2 4 8"}
 PROCS=${PROCS:-4}
 FSTYPES=${FSTYPES:-"ext4 xfs"}
-SECTIONS=${SECTIONS:-"append overwrite fio overhead fsync"}
+SECTIONS=${SECTIONS:-"append overwrite fio overhead fsync stripes"}
 IMG_SIZE=${IMG_SIZE:-4G}
 PREALLOC=${PREALLOC:-2G}
 OVERWRITE_SIZE=${OVERWRITE_SIZE:-256M}
@@ -148,15 +149,21 @@ bytes() {
 run_side() {
 	local side=$1
 	shift
-	if [ "$side" = dioshim ]; then
-		"$DIOSHIM" -- "$@"
-	else
-		"$@"
-	fi
+	case $side in
+	dioshim) "$DIOSHIM" -- "$@" ;;
+	# dioshim without the extent-lock table: what the table costs
+	nolock) DIOSHIM_RANGELOCK=0 "$DIOSHIM" -- "$@" ;;
+	*) "$@" ;;
+	esac
 }
 
 # How a side's command line starts, for "reproduce:" messages.
-side_prefix() { if [ "$1" = dioshim ]; then echo "$DIOSHIM --"; fi; }
+side_prefix() {
+	case $1 in
+	dioshim) echo "$DIOSHIM --" ;;
+	nolock) echo "DIOSHIM_RANGELOCK=0 $DIOSHIM --" ;;
+	esac
+}
 
 # The value of key= in an appendbench result line.
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
@@ -363,17 +370,25 @@ overwrite_table() {
 	emit "### $fs: (d) random 4 KiB overwrite of a written $OVERWRITE_SIZE file"
 	blank
 	emit "The kernel already runs these in parallel. Target at 4 writers:" \
-		"dioshim within $TARGET_OVERWRITE_LOSS% of the kernel's IOPS."
+		"dioshim within $TARGET_OVERWRITE_LOSS% of the kernel's IOPS." \
+		"\"no lock table\": dioshim with DIOSHIM_RANGELOCK=0, to show" \
+		"what the extent-lock table itself costs."
 	blank
 	emit "| writers | kernel IOPS | dioshim IOPS | dioshim/kernel |" \
-		"difference | kernel µs/write | dioshim µs/write |"
-	emit "|---|--:|--:|--:|--:|--:|--:|"
+		"difference | no lock table IOPS | kernel µs/write |" \
+		"dioshim µs/write | no lock table µs/write |"
+	emit "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for w in $WRITERS; do
+		local n_iops n_cpu
+		# shellcheck disable=SC2086
+		n_iops=$(median ${IOPS["$fs|overwrite|$w|nolock"]:-} | rnd 0)
+		# shellcheck disable=SC2086
+		n_cpu=$(median ${CPU["$fs|overwrite|$w|nolock"]:-} | rnd 2)
 		medians "$fs|overwrite|$w"
 		d=$(pct "$S_IOPS" "$K_IOPS")
 		emit "| $w | ${K_IOPS%.*} | ${S_IOPS%.*} |" \
 			"$(ratio "$S_IOPS" "$K_IOPS")$(spread "$fs|overwrite|$w") |" \
-			"$d% | $K_CPU | $S_CPU |"
+			"$d% | ${n_iops%.*} | $K_CPU | $S_CPU | $n_cpu |"
 		if [ "$w" = 4 ]; then
 			verdict="- **$fs overwrite, 4 writers:** $d% IOPS against"
 			verdict+=" the kernel (target >= -$TARGET_OVERWRITE_LOSS%:"
@@ -411,6 +426,7 @@ bench_appends() {
 			if has_section overwrite; then
 				measure "$fs" overwrite "$w" kernel "$rep"
 				measure "$fs" overwrite "$w" dioshim "$rep"
+				measure "$fs" overwrite "$w" nolock "$rep"
 			fi
 		done
 	done
@@ -659,6 +675,12 @@ if has_section fsync; then
 		"$TOP/bench/fsync.sh" >/dev/null
 	blank
 	cat "$WORK/fsync.md" | tee -a "$MD"
+fi
+if has_section stripes; then
+	OUT=$WORK/stripes.md FSES="$FSTYPES" SECS="$SECS" REPS="$REPS" \
+		"$TOP/bench/stripes.sh" >/dev/null
+	blank
+	cat "$WORK/stripes.md" | tee -a "$MD"
 fi
 if [ ${#SUMMARY[@]} -gt 0 ]; then
 	echo

@@ -10,6 +10,8 @@
 
 #include "log.h"
 
+#include "dioshim/layout.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +23,9 @@ struct config config = {
 	.reserve_max = 64u << 20,
 	.fs_mask = CONFIG_FS_EXT4 | CONFIG_FS_XFS,
 	.shm_mode = 0600,
+	.rangelock = true,
+	.stripes = DIOSHIM_STRIPES,
+	.stripe_shift = 12,
 	.shm_dir = "/dev/shm",
 };
 
@@ -142,6 +147,28 @@ void config_load(void)
 		config.disable = true;
 	if ((v = getenv("DIOSHIM_GROUP_COMMIT")) && *v)
 		config.group_commit = strcmp(v, "0") != 0;
+	if ((v = getenv("DIOSHIM_RANGELOCK")) && *v)
+		config.rangelock = strcmp(v, "0") != 0;
+	if ((v = getenv("DIOSHIM_STRIPES"))) {
+		uint64_t n;
+
+		if (config_parse_size(v, &n) && n >= 1 && n <= DIOSHIM_STRIPES &&
+		    !(n & (n - 1)))
+			config.stripes = (uint32_t)n;
+		else
+			log_msg("DIOSHIM_STRIPES=%s: a power of two up to %d", v,
+				DIOSHIM_STRIPES);
+	}
+	if ((v = getenv("DIOSHIM_STRIPE_SIZE"))) {
+		uint64_t n;
+
+		if (config_parse_size(v, &n) && n >= 512 && n <= (1u << 30) &&
+		    !(n & (n - 1)))
+			config.stripe_shift = (uint32_t)__builtin_ctzll(n);
+		else
+			log_msg("DIOSHIM_STRIPE_SIZE=%s: a power of two, 512 "
+				"to 1G", v);
+	}
 	load_size("DIOSHIM_RESERVE", &config.reserve);
 	load_size("DIOSHIM_RESERVE_MAX", &config.reserve_max);
 	if (config.reserve_max < config.reserve)

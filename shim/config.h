@@ -10,6 +10,9 @@
 struct config {
 	bool disable; /* DIOSHIM_DISABLE: pass every call through */
 	bool group_commit; /* DIOSHIM_GROUP_COMMIT: share concurrent syncs */
+	bool rangelock; /* DIOSHIM_RANGELOCK: the extent-lock table */
+	uint32_t stripes; /* DIOSHIM_STRIPES: power of two, <= the layout's */
+	uint32_t stripe_shift; /* log2 of DIOSHIM_STRIPE_SIZE */
 	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
 	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */

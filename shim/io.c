@@ -26,6 +26,7 @@
 #include "config.h"
 #include "inflight.h"
 #include "log.h"
+#include "rangelock.h"
 #include "real.h"
 #include "reserve.h"
 #include "sys.h"
@@ -279,6 +280,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	bool pos_locked = !positional && !append;
 	enum reserve_result res = RESERVE_OK;
 	struct dioshim_shard *sh;
+	struct rangelock rl;
 	uint64_t len, off, end;
 	struct guard g;
 	ssize_t ret;
@@ -338,8 +340,12 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		goto out_exit;
 	}
 
+	/* Overlapping writes one at a time, whole blocks; after ext_lock
+	 * (an exact write holds it), so the order is always the same. */
+	rangelock_write(f, off, len, &rl);
 	ret = append ? real_write_at(r, off) : real_write_call(r);
 	err = errno;
+	rangelock_write_done(f, &rl);
 
 	if (ret > 0) {
 		stat_add(&sh->writes, 1);
@@ -387,6 +393,42 @@ out_unlock:
 	return ret;
 }
 
+/*
+ * The read itself, never half of a write: read, then check that no write
+ * touched the range meanwhile, else read again (a read that uses the file
+ * position goes back to pos first).  A reader that keeps meeting writers
+ * locks the range instead.  From a signal handler: just read.
+ */
+static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
+			  uint64_t pos, uint64_t len, bool positional,
+			  bool reentrant, int *err)
+{
+	struct rangelock rl;
+	ssize_t ret;
+
+	if (reentrant) {
+		ret = real_read_call(r);
+		*err = errno;
+		return ret;
+	}
+	for (;;) {
+		rangelock_read_begin(f, pos, len, &rl);
+		ret = real_read_call(r);
+		*err = errno;
+		if (ret <= 0 || rangelock_read_valid(f, &rl))
+			return ret;
+		if (!positional)
+			sys_lseek(r->fd, (off_t)pos, SEEK_SET);
+		if (rangelock_read_should_lock())
+			break;
+	}
+	rangelock_write(f, pos, len, &rl);
+	ret = real_read_call(r);
+	*err = errno;
+	rangelock_write_done(f, &rl);
+	return ret;
+}
+
 ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
@@ -425,8 +467,8 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 		ret = real_read(r->fd, r->buf, 0);
 		err = errno;
 	} else {
-		ret = real_read_call(r);
-		err = errno;
+		ret = read_whole(f, r, pos, eof - pos < len ? eof - pos : len,
+				 positional, reentrant, &err);
 		if (ret > 0 && pos + (uint64_t)ret > eof) {
 			ret = (ssize_t)(eof - pos);
 			stat_add(&inflight_shard(f)->reads_clamped, 1);
@@ -603,25 +645,32 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		return call_fallocate(fd, mode, off, len, posix);
 	end = (uint64_t)off + (uint64_t)len;
 
-	if (mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known)) {
-		/* Allocation, punch, zero or unshare inside the kernel's
-		 * size: no size the application sees changes.  Blocks it
-		 * allocates past eof are its own: the trim must keep them. */
-		ret = call_fallocate(fd, mode, off, len, posix);
-		if (!(mode & FALLOC_FL_PUNCH_HOLE) &&
-		    ret == 0 &&
-		    end > atomic_load_explicit(&seg->eof,
-					       memory_order_acquire)) {
-			int saved = errno;
+	if ((mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known)) ||
+	    ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
+	     end <= atomic_load_explicit(&seg->eof, memory_order_acquire))) {
+		/* Allocation, punch, zero or unshare, or growth inside eof:
+		 * no size the application sees changes.  A punch or a zero
+		 * changes data: it locks its range as a write does.  Blocks
+		 * allocated past eof are the application's: the trim must
+		 * keep them. */
+		struct rangelock rl = { .active = false };
+		bool data = mode & (FALLOC_FL_PUNCH_HOLE |
+				    FALLOC_FL_ZERO_RANGE);
 
+		guard_enter(&g, !posix);
+		if (data)
+			rangelock_write(f, (uint64_t)off, (uint64_t)len, &rl);
+		ret = call_fallocate(fd, mode, off, len, posix);
+		err = errno;
+		rangelock_write_done(f, &rl);
+		if ((mode & FALLOC_FL_KEEP_SIZE) &&
+		    !(mode & FALLOC_FL_PUNCH_HOLE) && ret == 0 &&
+		    end > atomic_load_explicit(&seg->eof,
+					       memory_order_acquire))
 			keep_note(f, (uint64_t)off, end);
-			errno = saved;
-		}
+		guard_exit(&g, posix ? 0 : ret, err);
 		return ret;
 	}
-	if ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
-	    end <= atomic_load_explicit(&seg->eof, memory_order_acquire))
-		return call_fallocate(fd, mode, off, len, posix);
 
 	guard_enter(&g, !posix);
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0) {

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "mem.h"
+#include "rangelock.h"
 #include "recover.h"
 #include "reserve.h"
 #include "sys.h"
@@ -651,6 +652,7 @@ static void seg_recover(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->barrier_waiters, 0);
 	atomic_store(&seg->publish_waiters, 0);
 	memset((void *)seg->done, 0, sizeof(seg->done));
+	memset((void *)seg->stripe, 0, sizeof(seg->stripe));
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->commit_lock);
@@ -753,6 +755,7 @@ static void seg_init(void *map, const void *argp)
 	atomic_store(&seg->phys, id->size);
 	atomic_store(&seg->synced_eof, id->size);
 	seg->chunk = config.reserve;
+	rangelock_init(seg);
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->attach_lock);

@@ -42,7 +42,7 @@
 
 #define DIOSHIM_MAX_PROCS 128 /* attach slots: processes with the file open */
 #define DIOSHIM_SLOT_SHARDS 4 /* in-flight shards per process */
-#define DIOSHIM_STRIPES 256 /* extent-lock stripes */
+#define DIOSHIM_STRIPES 512 /* extent-lock stripes (at most; see config) */
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 
@@ -103,11 +103,16 @@ struct dioshim_slot {
 	struct dioshim_shard shard[DIOSHIM_SLOT_SHARDS];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
-/* One extent-lock stripe (the extent-lock table, DESIGN.md 2.4). */
+/*
+ * One extent-lock stripe (the extent-lock table, DESIGN.md 2.4): stripe i
+ * covers the blocks whose number is i modulo the stripe count.  Writers
+ * hold it exclusive (writer != 0); readers take nothing: they read seq
+ * before and after their read and read again if it moved or was odd.
+ */
 struct dioshim_stripe {
-	DIOSHIM_ATOMIC(uint32_t) word; /* readers count | writer bit */
-	DIOSHIM_ATOMIC(uint32_t) waiters;
-	struct dioshim_owner writer;
+	DIOSHIM_ATOMIC(uint32_t) seq; /* odd while held; futex for waiters */
+	DIOSHIM_ATOMIC(uint32_t) waiters; /* sleeping on seq */
+	struct dioshim_owner writer; /* the holding process; 0: free */
 	uint64_t pad[5];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
@@ -209,6 +214,11 @@ struct dioshim_seg {
 	} done[DIOSHIM_DONE_RING] __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS];
+	/* The extent-lock table's geometry, fixed by the creator (from
+	 * DIOSHIM_STRIPES, DIOSHIM_STRIPE_SIZE): every user maps ranges alike */
+	uint32_t stripes __attribute__((aligned(DIOSHIM_CACHELINE)));
+	uint32_t stripe_shift; /* log2 of the stripe size, >= 9 */
+	uint64_t stripe_pad[7];
 	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
 
 	/* Hole prefill (DESIGN.md 2.2): bit i covers chunk i of prefill_chunk
@@ -261,7 +271,7 @@ _Static_assert(offsetof(struct dioshim_seg, done) == 14 * DIOSHIM_CACHELINE,
 _Static_assert(offsetof(struct dioshim_seg, slot) == 46 * DIOSHIM_CACHELINE,
 	       "slots");
 _Static_assert(offsetof(struct dioshim_seg, stripe) ==
-		       46 * DIOSHIM_CACHELINE +
+		       47 * DIOSHIM_CACHELINE +
 			       DIOSHIM_MAX_PROCS * sizeof(struct dioshim_slot),
 	       "stripes");
 _Static_assert(sizeof(struct dioshim_seg) <= 128 * 1024, "segment budget");

@@ -54,7 +54,11 @@ static void usage(FILE *out)
 		"  DIOSHIM_RESERVE_MAX=64M  largest reservation chunk\n"
 		"  DIOSHIM_FS=ext4,xfs      filesystems to accelerate (tmpfs too)\n"
 		"  DIOSHIM_SHM_DIR=/dev/shm where the shared segments live\n"
-		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n");
+		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n"
+		"  DIOSHIM_RANGELOCK=1      0: no extent-lock table\n"
+		"  DIOSHIM_STRIPES=512      stripes in the extent-lock table\n"
+		"  DIOSHIM_STRIPE_SIZE=4k   bytes a stripe covers\n"
+		"  DIOSHIM_GROUP_COMMIT=0   1: concurrent syncs of a file share one\n");
 }
 
 /* True if p names a regular file; p is made canonical in place. */

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The extent-lock table (DESIGN.md 2.4): overlapping writes never
+ * interleave and reads never see half of a write, across threads and
+ * processes.  A write locks the stripes of its range exclusive; a read
+ * takes nothing and validates instead (a sequence count per stripe, as a
+ * seqlock), so readers write no shared line at all.
+ */
+#ifndef DIOSHIM_RANGELOCK_H
+#define DIOSHIM_RANGELOCK_H
+
+#include "segment.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The stripes a range covers, as a bitmap in ascending order. */
+struct rangelock {
+	uint64_t bits[DIOSHIM_STRIPES / 64];
+	uint32_t seq[DIOSHIM_STRIPES]; /* readers: the counts seen */
+	bool active;
+};
+
+/* Lock [off, off + len) exclusive for a write (rounded out to blocks).
+ * Stripes are taken in ascending order, so two writers never deadlock.
+ * False if the table is unusable (the write then goes unlocked). */
+bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
+		     struct rangelock *rl);
+void rangelock_write_done(struct shim_file *f, struct rangelock *rl);
+
+/* Before a read: wait for no writer in the range, note the counts.
+ * After it: true if no write touched the range meanwhile (else read
+ * again).  After a few retries a reader locks the range like a writer
+ * (rangelock_write), so writers cannot starve it. */
+void rangelock_read_begin(struct shim_file *f, uint64_t off, uint64_t len,
+			  struct rangelock *rl);
+bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl);
+
+/* After a failed validation: true when this thread's reads have met
+ * writers often enough that it should lock instead. */
+bool rangelock_read_should_lock(void);
+
+/* Geometry for a new segment, from the configuration. */
+void rangelock_init(struct dioshim_seg *seg);
+
+#endif
