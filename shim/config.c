@@ -26,6 +26,8 @@ struct config config = {
 	.rangelock = true,
 	.stripes = DIOSHIM_STRIPES,
 	.stripe_shift = 12,
+	.prefill = CONFIG_PREFILL_AUTO,
+	.prefill_chunk = 1u << 20,
 	.shm_dir = "/dev/shm",
 };
 
@@ -149,6 +151,25 @@ void config_load(void)
 		config.group_commit = strcmp(v, "0") != 0;
 	if ((v = getenv("DIOSHIM_RANGELOCK")) && *v)
 		config.rangelock = strcmp(v, "0") != 0;
+	if ((v = getenv("DIOSHIM_PREFILL"))) {
+		if (!strcmp(v, "auto"))
+			config.prefill = CONFIG_PREFILL_AUTO;
+		else if (!strcmp(v, "on") || !strcmp(v, "1"))
+			config.prefill = CONFIG_PREFILL_ON;
+		else if (!strcmp(v, "off") || !strcmp(v, "0"))
+			config.prefill = CONFIG_PREFILL_OFF;
+		else
+			log_msg("DIOSHIM_PREFILL=%s: auto, on or off", v);
+	}
+	if ((v = getenv("DIOSHIM_PREFILL_CHUNK"))) {
+		uint64_t n;
+
+		if (config_parse_size(v, &n) && n >= 4096 && !(n & (n - 1)))
+			config.prefill_chunk = n;
+		else
+			log_msg("DIOSHIM_PREFILL_CHUNK=%s: a power of two, at "
+				"least 4k", v);
+	}
 	if ((v = getenv("DIOSHIM_STRIPES"))) {
 		uint64_t n;
 

@@ -13,6 +13,8 @@ struct config {
 	bool rangelock; /* DIOSHIM_RANGELOCK: the extent-lock table */
 	uint32_t stripes; /* DIOSHIM_STRIPES: power of two, <= the layout's */
 	uint32_t stripe_shift; /* log2 of DIOSHIM_STRIPE_SIZE */
+	int prefill; /* DIOSHIM_PREFILL: CONFIG_PREFILL_* */
+	uint64_t prefill_chunk; /* DIOSHIM_PREFILL_CHUNK: power of two */
 	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
 	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */
@@ -20,6 +22,8 @@ struct config {
 	char shm_dir[256]; /* DIOSHIM_SHM_DIR: where segments live */
 	char log_path[256]; /* DIOSHIM_LOG: "" silent, "stderr", or a file */
 };
+
+enum { CONFIG_PREFILL_AUTO, CONFIG_PREFILL_ON, CONFIG_PREFILL_OFF };
 
 #define CONFIG_FS_EXT4 0x1u
 #define CONFIG_FS_XFS 0x2u

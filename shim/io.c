@@ -26,6 +26,7 @@
 #include "config.h"
 #include "inflight.h"
 #include "log.h"
+#include "prefill.h"
 #include "rangelock.h"
 #include "real.h"
 #include "reserve.h"
@@ -330,6 +331,10 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 					      memory_order_acquire)) {
 		res = nowait ? RESERVE_WOULD_BLOCK
 			     : reserve_extend(f, r->fd, off, end);
+	} else if (!nowait) {
+		/* Inside the kernel's size: make sure no hole is left where
+		 * the write lands (a no-op where the prefill bitmap knows). */
+		prefill_ensure(f, r->fd, off, len);
 	}
 	if (res == RESERVE_WOULD_BLOCK) {
 		/* RWF_NOWAIT and the write needs a reservation, which waits
@@ -571,6 +576,8 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		/* The kernel's truncate from phys freed every block past len;
 		 * the kernel alone, growing the file from eof, would have
 		 * freed none of the application's. */
+		/* Blocks past len are gone: so is the prefill there. */
+		prefill_forget(f, (uint64_t)len, UINT64_MAX / 2);
 		if ((uint64_t)len >= atomic_load(&seg->eof))
 			keep_restore(f, fd, (uint64_t)len);
 		else
@@ -615,6 +622,8 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
 	reserve_trim(f, fd);
+	/* Collapse and insert move blocks: the bitmap means nothing now. */
+	prefill_forget_all(f);
 	ret = call_fallocate(fd, mode, off, len, posix);
 	*err = errno;
 	reserve_resync(f, fd);
@@ -662,6 +671,8 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 			rangelock_write(f, (uint64_t)off, (uint64_t)len, &rl);
 		ret = call_fallocate(fd, mode, off, len, posix);
 		err = errno;
+		if (mode & FALLOC_FL_PUNCH_HOLE)
+			prefill_forget(f, (uint64_t)off, (uint64_t)len);
 		rangelock_write_done(f, &rl);
 		if ((mode & FALLOC_FL_KEEP_SIZE) &&
 		    !(mode & FALLOC_FL_PUNCH_HOLE) && ret == 0 &&

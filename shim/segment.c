@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "mem.h"
+#include "prefill.h"
 #include "rangelock.h"
 #include "recover.h"
 #include "reserve.h"
@@ -653,6 +654,7 @@ static void seg_recover(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->publish_waiters, 0);
 	memset((void *)seg->done, 0, sizeof(seg->done));
 	memset((void *)seg->stripe, 0, sizeof(seg->stripe));
+	memset((void *)seg->prefill, 0, sizeof(seg->prefill));
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->commit_lock);
@@ -755,6 +757,7 @@ static void seg_init(void *map, const void *argp)
 	atomic_store(&seg->phys, id->size);
 	atomic_store(&seg->synced_eof, id->size);
 	seg->chunk = config.reserve;
+	atomic_store(&seg->prefill_chunk, prefill_initial_chunk(id->fs_bit));
 	rangelock_init(seg);
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);

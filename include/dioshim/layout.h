@@ -99,7 +99,8 @@ struct dioshim_slot {
 	DIOSHIM_ATOMIC(uint64_t) reserves; /* fallocate reservations made */
 	DIOSHIM_ATOMIC(uint64_t) exact; /* extending writes the kernel did */
 	DIOSHIM_ATOMIC(uint64_t) barriers; /* barriers raised */
-	uint64_t pad[3];
+	DIOSHIM_ATOMIC(uint64_t) prefills; /* chunks prefilled */
+	uint64_t pad[2];
 	struct dioshim_shard shard[DIOSHIM_SLOT_SHARDS];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
@@ -221,8 +222,11 @@ struct dioshim_seg {
 	uint64_t stripe_pad[7];
 	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
 
-	/* Hole prefill (DESIGN.md 2.2): bit i covers chunk i of prefill_chunk
-	 * bytes; prefill_chunk only grows, under ext_lock. */
+	/* Hole prefill (DESIGN.md 2.2): bit i set = chunk i (of prefill_chunk
+	 * bytes) has been allocated with fallocate(KEEP_SIZE), so writes into
+	 * it are overwrites.  A cache: a clear bit only costs a fallocate.
+	 * prefill_chunk (a power of two) only grows, under ext_lock, so that
+	 * the bitmap covers the file; 0 = prefill off for this file. */
 	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t prefill_pad[7];
 	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];

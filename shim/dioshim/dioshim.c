@@ -55,6 +55,8 @@ static void usage(FILE *out)
 		"  DIOSHIM_FS=ext4,xfs      filesystems to accelerate (tmpfs too)\n"
 		"  DIOSHIM_SHM_DIR=/dev/shm where the shared segments live\n"
 		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n"
+		"  DIOSHIM_PREFILL=auto     hole prefill: auto (ext4), on, off\n"
+		"  DIOSHIM_PREFILL_CHUNK=1M the unit sparse files are allocated in\n"
 		"  DIOSHIM_RANGELOCK=1      0: no extent-lock table\n"
 		"  DIOSHIM_STRIPES=512      stripes in the extent-lock table\n"
 		"  DIOSHIM_STRIPE_SIZE=4k   bytes a stripe covers\n"
@@ -132,7 +134,7 @@ static int status(char **files)
 		struct dioshim_seg *seg;
 		struct stat st;
 		uint64_t writes = 0, bytes = 0, appends = 0, reserves = 0,
-			 exact = 0;
+			 exact = 0, prefills = 0;
 		int i, j, procs = 0;
 
 		if (stat(*files, &st)) {
@@ -156,6 +158,7 @@ static int status(char **files)
 			procs++;
 			reserves += atomic_load(&s->reserves);
 			exact += atomic_load(&s->exact);
+			prefills += atomic_load(&s->prefills);
 			for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++) {
 				writes += atomic_load(&s->shard[j].writes);
 				bytes += atomic_load(&s->shard[j].bytes);
@@ -165,7 +168,7 @@ static int status(char **files)
 		printf("%s: eof %llu phys %llu tail %llu kernel-size %lld "
 		       "record %llu/%llu "
 		       "users %u procs %d inflight %lld writes %llu bytes %llu "
-		       "appends %llu reserves %llu exact %llu\n",
+		       "appends %llu reserves %llu exact %llu prefills %llu\n",
 		       *files, (unsigned long long)atomic_load(&seg->eof),
 		       (unsigned long long)atomic_load(&seg->phys),
 		       (unsigned long long)atomic_load(&seg->tail),
@@ -176,7 +179,8 @@ static int status(char **files)
 		       (long long)inflight_count(seg),
 		       (unsigned long long)writes, (unsigned long long)bytes,
 		       (unsigned long long)appends,
-		       (unsigned long long)reserves, (unsigned long long)exact);
+		       (unsigned long long)reserves, (unsigned long long)exact,
+		       (unsigned long long)prefills);
 		segment_unmap(seg);
 	}
 	return rc;

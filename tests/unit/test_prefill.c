@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Hole prefill: the first write into a chunk allocates the chunk (and
+ * only it), once; a punched range is forgotten and prefilled again; a
+ * write past what the bitmap covers doubles the chunk, a doubled chunk
+ * being known only if both halves were; prefill never changes the size.
+ */
+#define _GNU_SOURCE
+#include "unit.h"
+
+#include "prefill.h"
+
+#include <sys/stat.h>
+
+#define MiB (1ull << 20)
+
+static long long blocks_kib(int fd)
+{
+	struct stat st;
+
+	fstat(fd, &st);
+	return (long long)st.st_blocks / 2;
+}
+
+static bool bit(struct dioshim_seg *seg, uint64_t i)
+{
+	return atomic_load(&seg->prefill[i / 64]) & (1ull << (i % 64));
+}
+
+int main(void)
+{
+	struct shim_file *f;
+	struct file_id id;
+	char path[512];
+	long long before;
+	struct stat st;
+	uint64_t big = (uint64_t)DIOSHIM_PREFILL_BITS * MiB * 2;
+	int fd;
+
+	setenv("DIOSHIM_PREFILL", "on", 1);
+	unit_setup();
+	fd = unit_file("sparse", (off_t)big, path, sizeof(path));
+	if (!file_identify(fd, &id) || !(f = segment_attach(fd, &id, true)))
+		return T_FAIL;
+	CHECK_EQ(atomic_load(&f->seg->prefill_chunk), MiB);
+
+	before = blocks_kib(fd);
+	prefill_ensure(f, fd, 5 * MiB + 100, 4096);
+	CHECK(bit(f->seg, 5));
+	CHECK(!bit(f->seg, 4) && !bit(f->seg, 6));
+	CHECK_EQ(blocks_kib(fd) - before, 1024);
+	/* Once only. */
+	prefill_ensure(f, fd, 5 * MiB, 8192);
+	CHECK_EQ(blocks_kib(fd) - before, 1024);
+	/* A write across two chunks takes both. */
+	prefill_ensure(f, fd, 8 * MiB - 4096, 8192);
+	CHECK(bit(f->seg, 7) && bit(f->seg, 8));
+
+	/* Punched: forgotten, prefilled again on the next write. */
+	prefill_forget(f, 5 * MiB, 4096);
+	CHECK(!bit(f->seg, 5));
+	CHECK(bit(f->seg, 7));
+	prefill_ensure(f, fd, 5 * MiB, 4096);
+	CHECK(bit(f->seg, 5));
+
+	/* Past the bitmap: the chunk doubles; chunks 7 and 8 were known,
+	 * but 7 pairs with 6 and 8 with 9, so neither doubled chunk is; 4+5
+	 * is not either; a fresh pair is. */
+	prefill_ensure(f, fd, 10 * MiB, 2 * MiB);
+	CHECK(bit(f->seg, 10) && bit(f->seg, 11));
+	prefill_ensure(f, fd, (uint64_t)DIOSHIM_PREFILL_BITS * MiB + MiB, 4096);
+	CHECK_EQ(atomic_load(&f->seg->prefill_chunk), 2 * MiB);
+	CHECK(!bit(f->seg, 3)); /* old 6 and 7 */
+	CHECK(!bit(f->seg, 4)); /* old 8 and 9 */
+	CHECK(bit(f->seg, 5)); /* old 10 and 11 */
+	CHECK(bit(f->seg, DIOSHIM_PREFILL_BITS / 2));
+
+	/* The size never moved. */
+	fstat(fd, &st);
+	CHECK_EQ(st.st_size, (off_t)big);
+
+	/* Off: nothing happens. */
+	atomic_store(&f->seg->prefill_chunk, 0);
+	before = blocks_kib(fd);
+	prefill_ensure(f, fd, 30 * MiB, 4096);
+	CHECK_EQ(blocks_kib(fd), before);
+	segment_put(f, fd);
+	close(fd);
+	return unit_result();
+}
