@@ -89,7 +89,7 @@ static uint64_t grow(struct dioshim_seg *seg, uint64_t last_byte)
 void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t chunk, i, first, last, phys, start, n;
+	uint64_t chunk, i, first, last, phys, start;
 
 	chunk = atomic_load_explicit(&seg->prefill_chunk,
 				     memory_order_relaxed);
@@ -106,25 +106,23 @@ void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 		if (bit_test(seg, i))
 			continue;
 		/* Inside the kernel's size only: past it, the reservation's
-		 * fallocate allocates. */
+		 * fallocate allocates.  The whole chunk, even where it runs
+		 * past the size (KEEP_SIZE): a chunk cut at the size would be
+		 * prefilled again by every write into it. */
 		phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
 		start = i * chunk;
 		if (start >= phys)
 			break;
-		n = start + chunk > phys ? phys - start : chunk;
 		if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)start,
-				  (off_t)n)) {
+				  (off_t)chunk)) {
 			/* ENOSPC, EDQUOT, no fallocate: the write goes as it
 			 * is, into its hole. */
 			log_once("prefill of %llu bytes failed (%s): writing "
-				 "into holes", (unsigned long long)n,
+				 "into holes", (unsigned long long)chunk,
 				 strerror(errno));
 			return;
 		}
-		/* A chunk cut short by phys is known whole only once the
-		 * file is larger; a partial one is prefilled again then. */
-		if (n == chunk)
-			bit_set(seg, i);
+		bit_set(seg, i);
 		if (f->slot >= 0)
 			atomic_fetch_add_explicit(&seg->slot[f->slot].prefills,
 						  1, memory_order_relaxed);
@@ -148,4 +146,18 @@ void prefill_forget_all(struct shim_file *f)
 
 	for (i = 0; i < BITS / 64; i++)
 		atomic_store(&f->seg->prefill[i], 0);
+}
+
+void prefill_note_allocated(struct shim_file *f, uint64_t from, uint64_t to)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t chunk = atomic_load(&seg->prefill_chunk), i;
+
+	if (!chunk || (chunk & (chunk - 1)) || to <= from)
+		return;
+	/* Only the chunks wholly inside: the rest of one that straddles
+	 * from may be a hole. */
+	for (i = (from + chunk - 1) / chunk; (i + 1) * chunk <= to && i < BITS;
+	     i++)
+		bit_set(seg, i);
 }

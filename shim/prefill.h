@@ -21,6 +21,10 @@ uint64_t prefill_initial_chunk(uint32_t fs_bit);
  * allocate the chunks it touches that are not known to be. */
 void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len);
 
+/* fallocate(0) allocated [from, to) (a reservation): its whole chunks
+ * need no prefill. */
+void prefill_note_allocated(struct shim_file *f, uint64_t from, uint64_t to);
+
 /* [off, off + len) may hold holes again (punched, truncated away). */
 void prefill_forget(struct shim_file *f, uint64_t off, uint64_t len);
 void prefill_forget_all(struct shim_file *f);

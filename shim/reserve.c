@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "prefill.h"
 #include "recover.h"
 #include "sys.h"
 
@@ -182,6 +183,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		}
 		goto exact;
 	}
+	prefill_note_allocated(f, start, new_phys);
 	atomic_store(&seg->recorded_eof, eof);
 	atomic_store(&seg->recorded_phys, new_phys);
 	atomic_store_explicit(&seg->phys, new_phys, memory_order_release);
@@ -312,8 +314,10 @@ bool reserve_trim(struct shim_file *f, int fd)
 		}
 		rc = sys_ftruncate(wfd, (off_t)target);
 		err = errno;
-		if (!rc)
+		if (!rc) {
+			prefill_forget(f, target, UINT64_MAX / 2);
 			keep_restore(f, wfd, target);
+		}
 		if (wfd != fd)
 			sys_close(wfd);
 		if (rc) {
