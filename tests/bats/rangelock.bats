@@ -32,11 +32,18 @@ no_tear() {
 	no_tear
 }
 
-@test "control: without the shim the same reads tear (this test can fail)" {
-	# Measured here: a fifth to a third of such reads tear, on both.
-	run noshim "$HELPERS/tearcheck" whole "$F" 3 2 2
-	echo "$output"
-	[ "$status" -eq 1 ]
+@test "control: without the shim the same reads tear" {
+	# Measured here: a fifth to a third of such reads tear, on both; on
+	# a loaded machine a run can see none.  Tearing is the kernel's
+	# timing, not a result: three runs without one skip, an error fails.
+	local i
+	for i in 1 2 3; do
+		run noshim "$HELPERS/tearcheck" whole "$F" 3 2 2
+		echo "$output"
+		[ "$status" -eq 1 ] && return 0
+		[ "$status" -eq 0 ]
+	done
+	skip "the kernel alone tore no read in 3 runs (timing)"
 }
 
 @test "10 threads of 512-byte-aligned sub-block writes to one shared block: every read sees whole writes" {
