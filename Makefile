@@ -13,7 +13,7 @@ XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fPIC -fvisibility=hidden -Iinclude -Ishim \
 	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
 
-LIB_SRC := shim/interpose.c shim/real.c shim/fdtable.c shim/io.c \
+LIB_SRC := shim/interpose.c shim/real.c shim/fdtable.c shim/io.c shim/async.c \
 	shim/segment.c shim/reserve.c shim/inflight.c shim/recover.c \
 	shim/rangelock.c shim/prefill.c shim/commit.c shim/config.c \
 	shim/log.c shim/mem.c

@@ -183,6 +183,10 @@ bool barrier_raise(struct shim_file *f)
 	}
 	atomic_store_explicit(&seg->barrier, 1, memory_order_seq_cst);
 	drain(seg);
+	/* Asynchronous writes submitted before now complete, in the kernel,
+	 * before the size change (which waits for direct I/O): reaped
+	 * later, they must not move the size it sets. */
+	atomic_fetch_add(&seg->epoch, 1);
 	if (f->slot >= 0)
 		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
 					  memory_order_relaxed);

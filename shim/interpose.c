@@ -10,6 +10,7 @@
  * then be exported as open64 and pread64, and the plain names missed.
  */
 #define _GNU_SOURCE
+#include "async.h"
 #include "config.h"
 #include "fdtable.h"
 #include "io.h"
@@ -54,6 +55,7 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	async_atfork_child();
 	fdtable_atfork_child();
 }
 
@@ -109,6 +111,7 @@ static void lib_detach_all(void)
 		return;
 	}
 	io_busy = 1;
+	async_drain_all();
 	fdtable_release_all();
 	io_busy = 0;
 	errno = saved;
@@ -193,6 +196,19 @@ static inline struct ofd *served_io(int fd, bool *reentrant)
 	if (fdtable_surely_pass(fd))
 		return NULL;
 	return served_slow(fd);
+}
+
+struct ofd *shim_served(int fd)
+{
+	/* Called from inside the shim (io_busy set): no re-entry check. */
+	if (fdtable_surely_pass(fd))
+		return NULL;
+	return fdtable_resolve(fd);
+}
+
+bool shim_active(void)
+{
+	return shim_on();
 }
 
 /* Run table bookkeeping with the shim marked busy and errno kept. */

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "io.h"
 
+#include "async.h"
 #include "commit.h"
 #include "config.h"
 #include "inflight.h"
@@ -453,6 +454,8 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 	      (uintptr_t)r->buf + len > USER_TOP)))
 		return real_read_call(r);
 
+	if (!reentrant)
+		async_settle(); /* a write the application saw complete */
 	guard_enter(&g, true);
 	if (positional) {
 		pos = (uint64_t)r->off;
@@ -491,11 +494,14 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
-	uint64_t eof = atomic_load_explicit(&f->seg->eof,
-					    memory_order_acquire);
+	uint64_t eof;
 	off_t ret, old;
 	struct guard g;
 	int err = 0;
+
+	if (!reentrant)
+		async_settle();
+	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	if ((whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE) ||
 	    (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH))
@@ -585,6 +591,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		atomic_store(&seg->phys, (uint64_t)len);
 		atomic_store(&seg->eof, (uint64_t)len);
 		atomic_store(&seg->tail, (uint64_t)len);
+		atomic_store(&seg->async_end, 0);
 		if (atomic_load(&seg->synced_eof) > (uint64_t)len)
 			atomic_store(&seg->synced_eof, (uint64_t)len);
 		record_forget(f, fd);
@@ -627,6 +634,7 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	ret = call_fallocate(fd, mode, off, len, posix);
 	*err = errno;
 	reserve_resync(f, fd);
+	atomic_store(&seg->async_end, 0);
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	barrier_lower(f);
@@ -759,7 +767,10 @@ uint64_t io_eof(struct ofd *o, uint64_t kernel_size)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
-	uint64_t eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
+	uint64_t eof;
+
+	async_settle();
+	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	return eof < kernel_size ? eof : kernel_size;
 }
@@ -805,6 +816,7 @@ void io_fix_path_size(const char *path, int dirfd, int at_flags,
 
 	if (!S_ISREG(st->st_mode) || !hint_maybe_live())
 		return;
+	async_settle();
 	if (segment_peek_eof(st, path, dirfd, at_flags, &eof))
 		st->st_size = (off_t)eof;
 }

@@ -77,4 +77,10 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode);
 void io_fix_path_size(const char *path, int dirfd, int at_flags,
 		      struct stat *st);
 
+/* interpose.c, for async.c's wrappers: the ofd whose rules apply to fd
+ * (NULL: pass through), called with io_busy set; and whether wrappers act
+ * at all right now. */
+struct ofd *shim_served(int fd);
+bool shim_active(void);
+
 #endif

@@ -302,6 +302,10 @@ bool reserve_trim(struct shim_file *f, int fd)
 	target = recover_data_end(fd, aligned);
 	if (target <= aligned)
 		target = eof; /* no data past the block holding eof */
+	/* Nor what asynchronous writes may still be writing: the kernel's
+	 * truncate waits for them, then would cut them. */
+	if (atomic_load(&seg->async_end) > target && async_in_flight(seg))
+		target = atomic_load(&seg->async_end);
 	if (target >= (uint64_t)st.st_size) {
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		target = (uint64_t)st.st_size;
@@ -503,6 +507,31 @@ static void drain_done(struct dioshim_seg *seg)
 	}
 }
 
+/* Leave [off, end) in the done ring for whoever gets eof to off; NULL
+ * when the ring is full. */
+static struct dioshim_done *done_put(struct dioshim_seg *seg, uint64_t off,
+				     uint64_t end)
+{
+	int i;
+
+	for (i = 0; i < DIOSHIM_DONE_RING; i++) {
+		struct dioshim_done *d = &seg->done[i];
+		uint64_t free_end = 0;
+
+		if (atomic_load_explicit(&d->end, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&d->end, &free_end,
+						    DONE_FILLING))
+			continue;
+		/* Ours: fill it, then let takers see it (they read off
+		 * after end, and skip an entry being filled). */
+		atomic_store(&d->wake, 0);
+		atomic_store_explicit(&d->off, off, memory_order_relaxed);
+		atomic_store_explicit(&d->end, end, memory_order_release);
+		return d;
+	}
+	return NULL;
+}
+
 static uint64_t ns_since(const struct timespec *t0)
 {
 	struct timespec t;
@@ -519,28 +548,13 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 	struct dioshim_done *mine = NULL;
 	uint64_t before = atomic_load(&seg->eof);
 	uint32_t seq;
-	int i;
 
 	if (advance_from(seg, off, end)) {
 		drain_done(seg);
 		return end > before;
 	}
 	/* Not next: leave the range for whoever gets eof to off. */
-	for (i = 0; i < DIOSHIM_DONE_RING && !mine; i++) {
-		struct dioshim_done *d = &seg->done[i];
-		uint64_t free_end = 0;
-
-		if (atomic_load_explicit(&d->end, memory_order_relaxed) ||
-		    !atomic_compare_exchange_strong(&d->end, &free_end,
-						    DONE_FILLING))
-			continue;
-		/* Ours: fill it, then let takers see it (they read off
-		 * after end, and skip an entry being filled). */
-		atomic_store(&d->wake, 0);
-		atomic_store_explicit(&d->off, off, memory_order_relaxed);
-		atomic_store_explicit(&d->end, end, memory_order_release);
-		mine = d;
-	}
+	mine = done_put(seg, off, end);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		seq = atomic_load(&seg->publish_seq);
@@ -589,4 +603,27 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 		atomic_fetch_sub(&seg->publish_waiters, 1);
 	}
 	return end > before;
+}
+
+void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end)
+{
+	struct dioshim_done *d;
+	uint64_t want = end;
+
+	if (advance_from(seg, off, end)) {
+		drain_done(seg);
+		return;
+	}
+	d = done_put(seg, off, end);
+	if (!d) {
+		eof_publish_in_order(seg, off, end);
+		return;
+	}
+	/* eof may have reached off before the range was in the ring: then
+	 * nobody would carry it, unless we take it back ourselves. */
+	if (atomic_load(&seg->eof) >= off &&
+	    atomic_compare_exchange_strong(&d->end, &want, 0)) {
+		advance_from(seg, off, end);
+		drain_done(seg);
+	}
 }

@@ -121,6 +121,11 @@ static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
 bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			  uint64_t end);
 
+/* The same for an asynchronous append, reaped by a thread that may hold
+ * earlier ones not yet reaped: it never waits (unless the done ring is
+ * full); whoever brings eof to off carries it on to end. */
+void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
+
 /* tail = max(tail, end), for writes at explicit offsets. */
 static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
 {

@@ -483,6 +483,22 @@ static void slot_reset(struct dioshim_slot *s)
 
 	for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
 		atomic_store(&s->shard[i].inflight, 0);
+	atomic_store(&s->async_inflight, 0);
+}
+
+bool async_in_flight(struct dioshim_seg *seg)
+{
+	int i;
+
+	for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		struct dioshim_slot *s = &seg->slot[i];
+		uint64_t o = atomic_load(&s->owner.pid_start);
+
+		if (o && atomic_load(&s->async_inflight) &&
+		    owner_alive(o, s->owner.pidns))
+			return true;
+	}
+	return false;
 }
 
 static int slot_claim(struct dioshim_seg *seg)
@@ -924,6 +940,13 @@ static void file_detach(struct shim_file *f, int fd)
 		seg_unlock(&seg->attach_lock);
 	}
 	grave_push(f);
+}
+
+void segment_get(struct shim_file *f)
+{
+	pthread_mutex_lock(&files_lock);
+	f->refs++;
+	pthread_mutex_unlock(&files_lock);
 }
 
 void segment_put(struct shim_file *f, int fd)

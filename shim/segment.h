@@ -58,6 +58,10 @@ bool file_identify(int fd, struct file_id *id);
  */
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create);
 
+/* Take one more reference (an asynchronous write in flight pins the
+ * attachment until its completion is seen). */
+void segment_get(struct shim_file *f);
+
 /* Drop a reference; the last one detaches, and the last detacher of the
  * file trims the reserved tail through fd (still open) and removes the
  * segment. */
@@ -111,6 +115,10 @@ void seg_unlock(pthread_mutex_t *m);
 
 /* Name of a file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
 int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
+
+/* Whether a live process has asynchronous writes in flight to seg's file
+ * (the kernel's truncate would wait for them, then cut them). */
+bool async_in_flight(struct dioshim_seg *seg);
 
 /* Processes attached to seg and alive. */
 int segment_live_users(struct dioshim_seg *seg);

@@ -100,7 +100,9 @@ struct dioshim_slot {
 	DIOSHIM_ATOMIC(uint64_t) exact; /* extending writes the kernel did */
 	DIOSHIM_ATOMIC(uint64_t) barriers; /* barriers raised */
 	DIOSHIM_ATOMIC(uint64_t) prefills; /* chunks prefilled */
-	uint64_t pad[2];
+	/* asynchronous writes submitted, their completion not yet seen */
+	DIOSHIM_ATOMIC(uint64_t) async_inflight;
+	uint64_t pad;
 	struct dioshim_shard shard[DIOSHIM_SLOT_SHARDS];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
@@ -146,7 +148,15 @@ struct dioshim_seg {
 	 * append that publishes while some wait) */
 	DIOSHIM_ATOMIC(uint32_t) publish_waiters;
 	DIOSHIM_ATOMIC(uint32_t) publish_seq;
-	uint64_t size_pad[4];
+	/* Asynchronous writes (libaio, io_uring): the furthest end submitted
+	 * into the reservation since the last size change, which a trim must
+	 * not cut while a live process has some in flight (slot's
+	 * async_inflight); and the size-change epoch, bumped by every
+	 * barrier, which tells a completion reaped late that a truncate came
+	 * between its submission and now. */
+	DIOSHIM_ATOMIC(uint64_t) async_end;
+	DIOSHIM_ATOMIC(uint64_t) epoch;
+	uint64_t size_pad[2];
 
 	/* Reservation policy state: only under ext_lock. */
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));

@@ -1,0 +1,1329 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Asynchronous submitters: libaio's io_submit and liburing's submit calls.
+ *
+ * The kernel runs an extending asynchronous direct write synchronously
+ * (ext4 waits for it inside io_submit; io_uring punts it to a worker that
+ * takes the inode lock), so queue depth 16 becomes 1.  Here a write queued
+ * for an accelerated fd gets what a pwrite gets before the kernel sees it —
+ * the reservation, the prefill, an O_APPEND offset from the tail (made
+ * positional with RWF_NOAPPEND) — and the kernel runs it as an overwrite,
+ * in parallel with the rest of the queue.
+ *
+ * The logical EOF moves when the completion appears in the completion ring
+ * (the aio ring libaio maps at the context's address, the io_uring CQ):
+ * both are in this process's memory, so the shim reads them without
+ * consuming anything.  Each ring has a cursor: the completions between it
+ * and the kernel's tail are matched to the writes in flight (libaio: by
+ * iocb address; io_uring: by user_data, oldest first) and applied.  The
+ * rings are read at every submit and reap call the shim sees, and before
+ * every size or read answer while writes are in flight, so no size the
+ * application is given misses a completion it could have seen.
+ *
+ * A completion can be overwritten only after it was consumed and the ring
+ * wrapped; every submission passes here (reading the ring first), so no
+ * more completions than fit the ring arrive between two reads.
+ *
+ * A size change (ftruncate, O_TRUNC, collapse/insert) waits, in the
+ * kernel, for the direct writes in flight; the epoch it bumps tells a
+ * completion read later that its size is already decided.  A trim never
+ * cuts below seg->async_end while writes may be in flight.
+ *
+ * Locks: async_lock (this process's rings) before any segment lock.
+ */
+#define _GNU_SOURCE
+#include "async.h"
+
+#include "config.h"
+#include "fdtable.h"
+#include "inflight.h"
+#include "io.h"
+#include "log.h"
+#include "mem.h"
+#include "prefill.h"
+#include "reserve.h"
+#include "sys.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+/* libaio.h has an inline io_fsync of its own; io.h's is the shim's. */
+#define io_fsync libaio_io_fsync
+#include <libaio.h>
+#undef io_fsync
+#include <limits.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x00000020
+#endif
+#define RWF_APPEND_ 0x00000010
+
+_Atomic unsigned async_pending;
+
+/* ---- the real functions, found when first needed ---------------------- */
+
+/* libaio and liburing are not the shim's dependencies: their functions
+ * are looked up the first time the application calls one (it linked the
+ * library, so the lookup finds it). */
+#define LAZY(ret, name, params)                                        \
+	static ret(*real_##name) params;                               \
+	static ret(*lazy_##name(void)) params                          \
+	{                                                              \
+		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))  \
+			__atomic_store_n(&real_##name,                 \
+					 (ret(*) params)dlsym(RTLD_NEXT, \
+							      #name),  \
+					 __ATOMIC_RELEASE);            \
+		return real_##name;                                    \
+	}
+
+LAZY(int, io_submit, (io_context_t, long, struct iocb **))
+LAZY(int, io_getevents,
+     (io_context_t, long, long, struct io_event *, struct timespec *))
+LAZY(int, io_pgetevents, (io_context_t, long, long, struct io_event *,
+			  struct timespec *, sigset_t *))
+LAZY(int, io_cancel, (io_context_t, struct iocb *, struct io_event *))
+LAZY(int, io_destroy, (io_context_t))
+LAZY(int, io_uring_submit, (struct io_uring *))
+LAZY(int, io_uring_submit_and_wait, (struct io_uring *, unsigned))
+LAZY(int, io_uring_submit_and_wait_timeout,
+     (struct io_uring *, struct io_uring_cqe **, unsigned,
+      struct __kernel_timespec *, sigset_t *))
+LAZY(int, io_uring_submit_and_get_events, (struct io_uring *))
+LAZY(int, __io_uring_get_cqe,
+     (struct io_uring *, struct io_uring_cqe **, unsigned, unsigned,
+      sigset_t *))
+LAZY(int, io_uring_wait_cqes,
+     (struct io_uring *, struct io_uring_cqe **, unsigned,
+      struct __kernel_timespec *, sigset_t *))
+LAZY(int, io_uring_wait_cqe_timeout,
+     (struct io_uring *, struct io_uring_cqe **, struct __kernel_timespec *))
+LAZY(int, io_uring_get_events, (struct io_uring *))
+LAZY(void, io_uring_queue_exit, (struct io_uring *))
+LAZY(int, io_uring_register_files, (struct io_uring *, const int *, unsigned))
+LAZY(int, io_uring_register_files_tags,
+     (struct io_uring *, const int *, const __u64 *, unsigned))
+LAZY(int, io_uring_register_files_sparse, (struct io_uring *, unsigned))
+LAZY(int, io_uring_register_files_update,
+     (struct io_uring *, unsigned, const int *, unsigned))
+LAZY(int, io_uring_register_files_update_tag,
+     (struct io_uring *, unsigned, const int *, const __u64 *, unsigned))
+LAZY(int, io_uring_unregister_files, (struct io_uring *))
+
+/* ---- writes in flight and the rings they complete on ------------------ */
+
+enum aop_kind {
+	AOP_WRITE, /* at its own offset: eof = max(eof, end) */
+	AOP_APPEND, /* claimed [off, end) from the tail: published in order */
+	AOP_GROW, /* fallocate growing the size: eof = end, no data */
+};
+
+struct aop {
+	struct aop *next;
+	struct shim_file *f; /* pinned (a reference) until applied */
+	uint64_t key; /* iocb address, or user_data */
+	uint64_t off, end;
+	uint64_t epoch; /* seg->epoch at submission */
+	enum aop_kind kind;
+};
+
+enum ring_kind { RING_AIO, RING_URING };
+
+struct aring {
+	struct aring *next;
+	enum ring_kind kind;
+	uintptr_t handle; /* io_context_t, or struct io_uring * */
+	unsigned cursor; /* next completion to look at */
+	struct aop *ops, **ops_last; /* in submission order */
+	unsigned nops;
+	int *files; /* io_uring registered files: index -> fd, -1 */
+	unsigned nfiles;
+};
+
+/* The kernel's aio ring, mapped at the io_context_t's address
+ * (fs/aio.c): completions are io_events[head..tail) modulo nr. */
+struct aio_ring_hdr {
+	unsigned id, nr, head, tail;
+	unsigned magic, compat_features, incompat_features, header_length;
+	struct io_event io_events[];
+};
+#define AIO_RING_MAGIC 0xa10a10a1
+
+static bool copy_in(void *dst, const void *src, size_t n);
+
+static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct aring *rings;
+static struct aop *aop_free;
+
+static struct aring *ring_find(enum ring_kind kind, uintptr_t handle)
+{
+	struct aring *r;
+
+	for (r = rings; r; r = r->next)
+		if (r->kind == kind && r->handle == handle)
+			return r;
+	return NULL;
+}
+
+static unsigned ring_tail(const struct aring *r)
+{
+	if (r->kind == RING_AIO) {
+		struct aio_ring_hdr *h = (struct aio_ring_hdr *)r->handle;
+
+		return __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+	}
+	return __atomic_load_n(((struct io_uring *)r->handle)->cq.ktail,
+			       __ATOMIC_ACQUIRE);
+}
+
+/* Under async_lock: the ring's record, made with the cursor at the
+ * kernel's tail (what completed before is none of ours). */
+static struct aring *ring_get(enum ring_kind kind, uintptr_t handle)
+{
+	struct aring *r = ring_find(kind, handle);
+
+	if (r)
+		return r;
+	if (kind == RING_AIO) {
+		struct aio_ring_hdr h;
+
+		/* Not a context (the kernel says EINVAL): none of ours. */
+		if (!copy_in(&h, (void *)handle, sizeof(h)) ||
+		    h.magic != AIO_RING_MAGIC || !h.nr)
+			return NULL;
+	}
+	r = mem_alloc(sizeof(*r));
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->handle = handle;
+	r->ops_last = &r->ops;
+	r->cursor = ring_tail(r);
+	r->next = rings;
+	rings = r;
+	return r;
+}
+
+static void ring_forget(struct aring *r)
+{
+	struct aring **pp;
+
+	for (pp = &rings; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	free(r->files);
+	/* mem_alloc'd: kept for the life of the process (rings are few) */
+	r->next = NULL;
+}
+
+static struct aop *aop_new(void)
+{
+	struct aop *a = aop_free;
+
+	if (a)
+		aop_free = a->next;
+	else
+		a = mem_alloc(sizeof(*a));
+	if (a)
+		memset(a, 0, sizeof(*a));
+	return a;
+}
+
+static void aop_queue(struct aring *r, struct aop *a)
+{
+	a->next = NULL;
+	*r->ops_last = a;
+	r->ops_last = &a->next;
+	r->nops++;
+	atomic_fetch_add(&async_pending, 1);
+}
+
+/* Take a out of r's list (prev: the op before it, or NULL). */
+static void aop_unlink(struct aring *r, struct aop *prev, struct aop *a)
+{
+	if (prev)
+		prev->next = a->next;
+	else
+		r->ops = a->next;
+	if (r->ops_last == &a->next)
+		r->ops_last = prev ? &prev->next : &r->ops;
+	r->nops--;
+	atomic_fetch_sub(&async_pending, 1);
+}
+
+static void aop_release(struct aop *a)
+{
+	if (a->f->slot >= 0)
+		atomic_fetch_sub(&a->f->seg->slot[a->f->slot].async_inflight,
+				 1);
+	segment_put(a->f, -1);
+	a->next = aop_free;
+	aop_free = a;
+}
+
+/*
+ * The write finished with res (bytes, or -errno): move eof as the kernel
+ * alone would have moved i_size.  Under async_lock.
+ */
+static void aop_apply(struct aop *a, int64_t res)
+{
+	struct dioshim_seg *seg = a->f->seg;
+	uint64_t done, want;
+
+	if (atomic_load(&seg->epoch) != a->epoch)
+		return; /* a size change came after it: the size is decided */
+	switch (a->kind) {
+	case AOP_WRITE:
+		if (res > 0)
+			eof_advance(seg, a->off + (uint64_t)res);
+		break;
+	case AOP_APPEND:
+		done = a->off + (res > 0 ? (uint64_t)res : 0);
+		want = a->end;
+		/* A short or failed append gives back what it did not use if
+		 * nothing was claimed past it; else eof must still pass over
+		 * it to reach the later ones (as for write()). */
+		if (done < a->end &&
+		    !atomic_compare_exchange_strong(&seg->tail, &want, done))
+			done = a->end;
+		if (done > a->off)
+			eof_publish_async(seg, a->off, done);
+		break;
+	case AOP_GROW:
+		if (res == 0 && eof_advance(seg, a->end))
+			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
+		break;
+	}
+}
+
+/* Match a completion to the oldest write in flight with its key. */
+static void ring_complete(struct aring *r, uint64_t key, int64_t res)
+{
+	struct aop *a, *prev = NULL;
+
+	for (a = r->ops; a; prev = a, a = a->next) {
+		if (a->key != key)
+			continue;
+		aop_unlink(r, prev, a);
+		aop_apply(a, res);
+		aop_release(a);
+		return;
+	}
+}
+
+/* Every op of r as if it completed whole (its completion can no longer
+ * be read). */
+static void ring_complete_all(struct aring *r, const char *why)
+{
+	if (r->ops)
+		log_msg("%u asynchronous writes: %s; taken as complete",
+			r->nops, why);
+	while (r->ops) {
+		struct aop *a = r->ops;
+
+		aop_unlink(r, NULL, a);
+		aop_apply(a, (int64_t)(a->end - a->off));
+		aop_release(a);
+	}
+}
+
+/* Read r's completions from the cursor to the kernel's tail.  Under
+ * async_lock. */
+static void ring_scan(struct aring *r)
+{
+	unsigned tail = ring_tail(r);
+
+	if (r->kind == RING_AIO) {
+		struct aio_ring_hdr *h = (struct aio_ring_hdr *)r->handle;
+		unsigned nr = h->nr;
+
+		if (!nr || tail >= nr || r->cursor >= nr) {
+			r->cursor = tail;
+			return;
+		}
+		for (; r->cursor != tail; r->cursor = (r->cursor + 1) % nr) {
+			struct io_event *ev = &h->io_events[r->cursor];
+
+			if (r->ops)
+				ring_complete(r, (uint64_t)(uintptr_t)ev->obj,
+					      (int64_t)(long)ev->res);
+		}
+		return;
+	} else {
+		struct io_uring *ring = (struct io_uring *)r->handle;
+		unsigned mask = *ring->cq.kring_mask;
+		unsigned shift = (ring->flags & IORING_SETUP_CQE32) ? 1 : 0;
+
+		if (tail - r->cursor > *ring->cq.kring_entries) {
+			ring_complete_all(r, "completions overwritten unread");
+			r->cursor = tail;
+			return;
+		}
+		for (; r->cursor != tail; r->cursor++) {
+			struct io_uring_cqe *c =
+				&ring->cq.cqes[(r->cursor & mask) << shift];
+
+			if (r->ops)
+				ring_complete(r, c->user_data, c->res);
+		}
+	}
+}
+
+static void scan_locked(struct aring *only)
+{
+	struct aring *r;
+
+	if (only) {
+		ring_scan(only);
+		return;
+	}
+	for (r = rings; r; r = r->next)
+		if (r->ops)
+			ring_scan(r);
+}
+
+void async_poll_slow(void)
+{
+	int saved = errno, busy = io_busy;
+
+	io_busy = 1;
+	pthread_mutex_lock(&async_lock);
+	scan_locked(NULL);
+	pthread_mutex_unlock(&async_lock);
+	io_busy = busy;
+	errno = saved;
+}
+
+/* ---- preparing a batch of queued requests ------------------------------ */
+
+/* A batch holds, per file it writes, the in-flight count (a size change
+ * waits for the submission) and ext_lock if a write must go exact. */
+#define BATCH_FILES 32
+
+struct held {
+	struct shim_file *f;
+	int fd;
+	struct dioshim_shard *sh;
+	bool exact; /* ext_lock held: reserve_exact_done after submit */
+};
+
+struct batch {
+	struct held h[BATCH_FILES];
+	int n;
+	int saved_errno, busy;
+};
+
+static void batch_begin(struct batch *b)
+{
+	b->n = 0;
+	b->saved_errno = errno;
+	b->busy = io_busy;
+	io_busy = 1;
+}
+
+/* The held entry for f, entering it on first use; NULL if the batch is
+ * full or the barrier is unusable (the request then goes as it is). */
+static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
+{
+	int i;
+
+	for (i = 0; i < b->n; i++)
+		if (b->h[i].f == f)
+			return &b->h[i];
+	if (b->n == BATCH_FILES)
+		return NULL;
+	b->h[b->n].sh = inflight_enter(f);
+	if (!b->h[b->n].sh)
+		return NULL;
+	b->h[b->n].f = f;
+	b->h[b->n].fd = fd;
+	b->h[b->n].exact = false;
+	return &b->h[b->n++];
+}
+
+static void batch_end(struct batch *b)
+{
+	int i;
+
+	for (i = 0; i < b->n; i++) {
+		if (b->h[i].exact)
+			reserve_exact_done(b->h[i].f, b->h[i].fd);
+		inflight_exit(b->h[i].sh);
+	}
+	io_busy = b->busy;
+	errno = b->saved_errno;
+}
+
+static void max_store(_Atomic uint64_t *w, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+
+	while (v > cur && !atomic_compare_exchange_weak(w, &cur, v))
+		;
+}
+
+/* The file fd names, if the shim serves writes to it. */
+static struct shim_file *served_writer(int fd, struct ofd **op)
+{
+	struct ofd *o = shim_served(fd);
+	struct shim_file *f;
+
+	if (!o)
+		return NULL;
+	f = atomic_load_explicit(&o->file, memory_order_acquire);
+	if (!f || f->slot < 0 ||
+	    (atomic_load_explicit(&o->flags, memory_order_relaxed) &
+	     O_ACCMODE) == O_RDONLY)
+		return NULL;
+	*op = o;
+	return f;
+}
+
+/*
+ * One queued write of len bytes at *off (an append: wherever the tail
+ * is) to fd: apply the rules and say what it becomes.  Returns the op to
+ * track (queued on r before the kernel can complete it), or NULL to let
+ * the request go as it is.  *append_off is set for an append: the
+ * request must be rewritten to write there, positionally.
+ */
+static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
+				 uint64_t key, uint64_t off, uint64_t len,
+				 int rwf, bool *append_out)
+{
+	struct ofd *o;
+	struct shim_file *f = served_writer(fd, &o);
+	struct dioshim_seg *seg;
+	enum reserve_result res = RESERVE_OK;
+	struct held *h;
+	struct aop *a;
+	bool append;
+	uint64_t end;
+
+	*append_out = false;
+	if (!f || !len || len > INT_MAX)
+		return NULL;
+	seg = f->seg;
+	append = ((atomic_load_explicit(&o->flags, memory_order_relaxed) &
+		   O_APPEND) ||
+		  (rwf & RWF_APPEND_)) &&
+		 !(rwf & RWF_NOAPPEND);
+	if (!append && (off > (uint64_t)INT64_MAX - len))
+		return NULL;
+	if (rwf & RWF_NOWAIT)
+		return NULL; /* the kernel's answer stands, whatever it is */
+	h = batch_hold(b, f, fd);
+	a = h ? aop_new() : NULL;
+	if (!a) {
+		log_once("asynchronous batch too wide: a write goes as issued");
+		return NULL;
+	}
+	if (append) {
+		res = append_claim(f, fd, len, false, &off);
+	} else if (off + len > atomic_load_explicit(&seg->phys,
+						    memory_order_acquire)) {
+		res = h->exact ? RESERVE_EXACT : reserve_extend(f, fd, off,
+								 off + len);
+	} else {
+		prefill_ensure(f, fd, off, len);
+	}
+	if (res == RESERVE_EXACT)
+		h->exact = true; /* the kernel extends; phys re-read after */
+	end = off + len;
+	segment_get(f);
+	a->f = f;
+	a->key = key;
+	a->off = off;
+	a->end = end;
+	a->kind = append ? AOP_APPEND : AOP_WRITE;
+	a->epoch = atomic_load(&seg->epoch);
+	if (!append)
+		tail_advance(seg, end);
+	/* Inside the reservation a trim could cut it while in flight; past
+	 * it, the kernel extends the size itself. */
+	if (end <= atomic_load(&seg->phys))
+		max_store(&seg->async_end, end);
+	atomic_fetch_add(&seg->slot[f->slot].async_inflight, 1);
+	aop_queue(r, a);
+	*append_out = append;
+	return a;
+}
+
+/* A request the kernel never took: undo what prepare_write did. */
+static void unprepare(struct aring *r, struct aop *a)
+{
+	struct aop *p, *prev = NULL;
+
+	for (p = r->ops; p && p != a; prev = p, p = p->next)
+		;
+	if (!p)
+		return;
+	aop_unlink(r, prev, a);
+	aop_apply(a, -ECANCELED);
+	aop_release(a);
+}
+
+/* fsync or fdatasync queued for fd: the record must be able to find the
+ * size being made durable first; a stale record turns fdatasync into
+ * fsync (ext4's fdatasync leaves an xattr change behind).  True if the
+ * request must become a full fsync. */
+static bool prepare_sync(int fd, bool datasync)
+{
+	struct ofd *o = shim_served(fd);
+	struct shim_file *f = o ? atomic_load(&o->file) : NULL;
+
+	if (!f || f->slot < 0 || !record_stale(f->seg))
+		return false;
+	return record_refresh(f, fd) && datasync;
+}
+
+/* ---- libaio -------------------------------------------------------------- */
+
+/* The bytes an iovec array asks for; false when the kernel will refuse
+ * it (it then answers for itself). */
+static bool iov_sum(const struct iovec *iov, long cnt, uint64_t *len)
+{
+	struct iovec v[64];
+	uint64_t sum = 0;
+	long i;
+
+	if (cnt <= 0 || cnt > IOV_MAX)
+		return false;
+	for (i = 0; i < cnt; i++) {
+		if (i % 64 == 0 &&
+		    !copy_in(v, iov + i,
+			     (size_t)(cnt - i < 64 ? cnt - i : 64) * sizeof(*v)))
+			return false;
+		if (v[i % 64].iov_len > (size_t)SSIZE_MAX - sum)
+			return false;
+		sum += v[i % 64].iov_len;
+	}
+	*len = sum;
+	return true;
+}
+
+
+static bool aio_is_write(const struct iocb *io)
+{
+	return io->aio_lio_opcode == IO_CMD_PWRITE ||
+	       io->aio_lio_opcode == IO_CMD_PWRITEV;
+}
+
+static bool aio_len(const struct iocb *io, uint64_t *len)
+{
+	const struct iovec *iov = io->u.v.vec;
+
+	if (io->aio_lio_opcode == IO_CMD_PWRITE) {
+		*len = io->u.c.nbytes;
+		return true;
+	}
+	return iov_sum(iov, io->u.v.nr, len);
+}
+
+/* What an iocb looked like before the shim rewrote it. */
+struct aio_saved {
+	long long offset;
+	unsigned rw_flags;
+	short opcode;
+};
+
+/* Submit iocbs[0, n) (at most BATCH_FILES files): the shim's part. */
+static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
+{
+	struct aio_saved saved[64];
+	struct aop *ops[64];
+	struct aring *r;
+	struct batch b;
+	long i, take = n;
+	int ret;
+
+	if (take > 64)
+		take = 64;
+	batch_begin(&b);
+	pthread_mutex_lock(&async_lock);
+	r = ring_get(RING_AIO, (uintptr_t)ctx);
+	if (r)
+		ring_scan(r);
+	for (i = 0; i < take; i++) {
+		struct iocb *io = iocbs[i];
+		uint64_t len;
+		bool append;
+
+		ops[i] = NULL;
+		saved[i].offset = io->u.c.offset;
+		saved[i].rw_flags = io->aio_rw_flags;
+		saved[i].opcode = io->aio_lio_opcode;
+		if (!r)
+			continue;
+		if (io->aio_lio_opcode == IO_CMD_FSYNC ||
+		    io->aio_lio_opcode == IO_CMD_FDSYNC) {
+			if (prepare_sync(io->aio_fildes, io->aio_lio_opcode ==
+								 IO_CMD_FDSYNC))
+				io->aio_lio_opcode = IO_CMD_FSYNC;
+			continue;
+		}
+		if (!aio_is_write(io) || !aio_len(io, &len) ||
+		    (!(io->aio_rw_flags & RWF_APPEND_) &&
+		     io->u.c.offset < 0))
+			continue;
+		ops[i] = prepare_write(&b, r, io->aio_fildes,
+				       (uint64_t)(uintptr_t)io,
+				       (uint64_t)io->u.c.offset, len,
+				       (int)io->aio_rw_flags, &append);
+		if (ops[i] && append) {
+			io->u.c.offset = (long long)ops[i]->off;
+			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
+					   RWF_NOAPPEND;
+		}
+		/* A batch full of files: submit what is ready first. */
+		if (b.n == BATCH_FILES) {
+			take = i + 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&async_lock);
+
+	ret = lazy_io_submit()(ctx, take, iocbs);
+
+	pthread_mutex_lock(&async_lock);
+	/* The kernel copied the iocbs: give the application its own back. */
+	for (i = 0; i < take; i++) {
+		iocbs[i]->u.c.offset = saved[i].offset;
+		iocbs[i]->aio_rw_flags = saved[i].rw_flags;
+		iocbs[i]->aio_lio_opcode = saved[i].opcode;
+		if (ops[i] && i >= (ret > 0 ? ret : 0))
+			unprepare(r, ops[i]);
+	}
+	pthread_mutex_unlock(&async_lock);
+	batch_end(&b);
+	return ret < 0 ? ret : (int)(take << 16 | ret);
+}
+
+/* Copy n bytes the application pointed at, or say they are not there
+ * (the kernel would answer EFAULT: let it). */
+static pid_t self_pid(void)
+{
+	return (pid_t)(owner_self()->pid_start & DIOSHIM_OWNER_PID_MASK);
+}
+
+static bool copy_in(void *dst, const void *src, size_t n)
+{
+	struct iovec l = { dst, n }, r = { (void *)src, n };
+
+	return syscall(SYS_process_vm_readv, self_pid(), &l,
+		       1, &r, 1, 0) == (ssize_t)n;
+}
+
+/* Whether iocbs[0, nr) are all readable and one of them writes to or
+ * syncs a file the shim may serve. */
+static bool aio_any_served(long nr, struct iocb **iocbs)
+{
+	struct iocb *ptr[64], copy[64];
+	struct iovec l[64], rv[64];
+	bool any = false;
+	long base, i, n;
+
+	for (base = 0; base < nr; base += n) {
+		n = nr - base < 64 ? nr - base : 64;
+		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
+			return false;
+		for (i = 0; i < n; i++) {
+			l[i] = (struct iovec){ &copy[i], sizeof(copy[i]) };
+			rv[i] = (struct iovec){ ptr[i], sizeof(copy[i]) };
+		}
+		if (syscall(SYS_process_vm_readv, self_pid(),
+			    l, (unsigned long)n, rv, (unsigned long)n, 0) !=
+		    (ssize_t)((size_t)n * sizeof(copy[0])))
+			return false;
+		for (i = 0; i < n && !any; i++)
+			any = (aio_is_write(&copy[i]) ||
+			       copy[i].aio_lio_opcode == IO_CMD_FSYNC ||
+			       copy[i].aio_lio_opcode == IO_CMD_FDSYNC) &&
+			      !fdtable_surely_pass(copy[i].aio_fildes);
+	}
+	return any;
+}
+
+EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
+{
+	long done = 0;
+
+	/* Arguments the kernel refuses (EINVAL, EFAULT) are its to refuse;
+	 * a batch with nothing for the shim goes straight through. */
+	if (nr <= 0 || !shim_active() || hint_surely_dead() ||
+	    !aio_any_served(nr, iocbs)) {
+		if (atomic_load(&async_pending))
+			async_poll_slow();
+		return lazy_io_submit()(ctx, nr, iocbs);
+	}
+	while (done < nr) {
+		int r = aio_submit_some(ctx, nr - done, iocbs + done);
+		long taken, accepted;
+
+		if (r < 0)
+			return done ? (int)done : r;
+		taken = r >> 16;
+		accepted = r & 0xffff;
+		done += accepted;
+		if (accepted < taken)
+			break;
+	}
+	return (int)done;
+}
+
+/* After a reap: apply what the kernel posted. */
+static void aio_after_reap(io_context_t ctx)
+{
+	if (!atomic_load(&async_pending))
+		return;
+	async_poll_slow();
+	(void)ctx;
+}
+
+EXPORT int io_getevents(io_context_t ctx, long min_nr, long nr,
+			struct io_event *events, struct timespec *timeout)
+{
+	int ret = lazy_io_getevents()(ctx, min_nr, nr, events, timeout);
+	int saved = errno;
+
+	aio_after_reap(ctx);
+	errno = saved;
+	return ret;
+}
+
+EXPORT int io_pgetevents(io_context_t ctx, long min_nr, long nr,
+			 struct io_event *events, struct timespec *timeout,
+			 sigset_t *sigset)
+{
+	int ret = lazy_io_pgetevents()(ctx, min_nr, nr, events, timeout,
+				       sigset);
+	int saved = errno;
+
+	aio_after_reap(ctx);
+	errno = saved;
+	return ret;
+}
+
+EXPORT int io_cancel(io_context_t ctx, struct iocb *iocb,
+		     struct io_event *evt)
+{
+	int ret = lazy_io_cancel()(ctx, iocb, evt);
+	int saved = errno;
+
+	aio_after_reap(ctx);
+	errno = saved;
+	return ret;
+}
+
+/* Wait until every tracked write of an aio context has completed, and
+ * apply them: the ring goes away with the context. */
+static void aio_drain(struct aring *r)
+{
+	struct io_event ev[64];
+	struct timespec ts = { 1, 0 };
+	int tries = 0;
+
+	ring_scan(r);
+	while (r->ops && tries++ < 30) {
+		/* The application gave up these completions (destroy, exit):
+		 * reaping them here takes nothing it will look for. */
+		int n = lazy_io_getevents()((io_context_t)r->handle, 1,
+					    r->nops < 64 ? r->nops : 64, ev,
+					    &ts);
+		int i;
+
+		if (n < 0 && n != -EINTR)
+			break;
+		for (i = 0; i < n; i++)
+			ring_complete(r, (uint64_t)(uintptr_t)ev[i].obj,
+				      (int64_t)(long)ev[i].res);
+		r->cursor = ring_tail(r);
+	}
+	ring_complete_all(r, "not completed when its context went");
+}
+
+static void ring_drop(enum ring_kind kind, uintptr_t handle);
+
+EXPORT int io_destroy(io_context_t ctx)
+{
+	ring_drop(RING_AIO, (uintptr_t)ctx);
+	return lazy_io_destroy()(ctx);
+}
+
+/* ---- liburing ------------------------------------------------------------ */
+
+static struct io_uring_sqe *uring_sqe(struct io_uring *ring, unsigned i)
+{
+	unsigned shift = (ring->flags & IORING_SETUP_SQE128) ? 1 : 0;
+
+	return &ring->sq.sqes[(i & *ring->sq.kring_mask) << shift];
+}
+
+static bool uring_is_write(uint8_t op)
+{
+	return op == IORING_OP_WRITE || op == IORING_OP_WRITEV ||
+	       op == IORING_OP_WRITE_FIXED;
+}
+
+/* The fd an SQE's request works on (a registered file's own fd). */
+static int uring_fd(struct aring *r, const struct io_uring_sqe *s)
+{
+	if (!(s->flags & IOSQE_FIXED_FILE))
+		return s->fd;
+	if (!r || s->fd < 0 || (unsigned)s->fd >= r->nfiles)
+		return -1;
+	return r->files[s->fd];
+}
+
+static bool uring_len(const struct io_uring_sqe *s, uint64_t *len)
+{
+	const struct iovec *iov = (const struct iovec *)(uintptr_t)s->addr;
+
+	if (s->opcode != IORING_OP_WRITEV) {
+		*len = s->len;
+		return true;
+	}
+	return iov_sum(iov, (long)s->len, len);
+}
+
+/* Whether any queued entry may be the shim's (cheap: no lock). */
+static bool uring_any_served(struct io_uring *ring, struct aring *known)
+{
+	unsigned i;
+
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		const struct io_uring_sqe *s = uring_sqe(ring, i);
+		uint8_t op = s->opcode;
+
+		if (!uring_is_write(op) && op != IORING_OP_FSYNC &&
+		    op != IORING_OP_FALLOCATE)
+			continue;
+		if ((s->flags & IOSQE_FIXED_FILE) && !known)
+			continue; /* no file of ours was ever registered */
+		return true;
+	}
+	return false;
+}
+
+/* A queued fallocate growing the size: like a write with no data. */
+static void prepare_fallocate(struct batch *b, struct aring *r,
+			      struct io_uring_sqe *s, int fd)
+{
+	struct ofd *o;
+	struct shim_file *f = served_writer(fd, &o);
+	uint64_t off = s->off, len = s->addr, end;
+	int mode = (int)s->len;
+	enum reserve_result res;
+	struct held *h;
+	struct aop *a;
+
+	if (!f || !len || off > (uint64_t)INT64_MAX - len)
+		return;
+	end = off + len;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		prefill_forget(f, off, len);
+		return;
+	}
+	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0 ||
+	    end <= atomic_load(&f->seg->eof))
+		return; /* no size the application sees changes */
+	h = batch_hold(b, f, fd);
+	a = h ? aop_new() : NULL;
+	if (!a)
+		return;
+	res = end > atomic_load(&f->seg->phys) && !h->exact
+		      ? reserve_extend(f, fd, off, end)
+		      : RESERVE_OK;
+	if (res == RESERVE_EXACT)
+		h->exact = true;
+	else if (!h->exact)
+		s->len |= FALLOC_FL_KEEP_SIZE; /* inside the reservation */
+	segment_get(f);
+	a->f = f;
+	a->key = s->user_data;
+	a->off = off;
+	a->end = end;
+	a->kind = AOP_GROW;
+	a->epoch = atomic_load(&f->seg->epoch);
+	tail_advance(f->seg, end);
+	atomic_fetch_add(&f->seg->slot[f->slot].async_inflight, 1);
+	aop_queue(r, a);
+}
+
+/*
+ * Before the real submit: rewrite and track the queued entries
+ * [sqe_head, sqe_tail), which the kernel sees only when the submit call
+ * publishes them.  A write whose completion is skipped on success
+ * (IOSQE_CQE_SKIP_SUCCESS) is taken as done at submission.
+ */
+static void uring_prepare(struct batch *b, struct io_uring *ring,
+			  struct aring *r)
+{
+	unsigned i;
+
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		struct io_uring_sqe *s = uring_sqe(ring, i);
+		uint64_t len;
+		bool append;
+		struct aop *a;
+		int fd = uring_fd(r, s);
+
+		if (fd < 0)
+			continue;
+		if (s->opcode == IORING_OP_FSYNC) {
+			if (prepare_sync(fd, s->fsync_flags &
+						     IORING_FSYNC_DATASYNC))
+				s->fsync_flags &= ~IORING_FSYNC_DATASYNC;
+			continue;
+		}
+		if (s->opcode == IORING_OP_FALLOCATE) {
+			prepare_fallocate(b, r, s, fd);
+			continue;
+		}
+		if (!uring_is_write(s->opcode) || !uring_len(s, &len))
+			continue;
+		/* off -1: the file position, which the shim does not follow
+		 * for io_uring; only an append ignores it */
+		a = prepare_write(b, r, fd, s->user_data, s->off, len,
+				  (int)s->rw_flags, &append);
+		if (!a)
+			continue;
+		if (append) {
+			s->off = a->off;
+			s->rw_flags = (s->rw_flags & ~RWF_APPEND_) |
+				      RWF_NOAPPEND;
+		}
+		if (s->flags & IOSQE_CQE_SKIP_SUCCESS) {
+			struct aop *p, *prev = NULL;
+
+			for (p = r->ops; p != a; prev = p, p = p->next)
+				;
+			aop_unlink(r, prev, a);
+			aop_apply(a, (int64_t)(a->end - a->off));
+			aop_release(a);
+		}
+	}
+}
+
+/* Run before any submitting call: prepare the queue, under a batch that
+ * the caller ends after the real call. */
+static bool uring_before(struct io_uring *ring, struct batch *b)
+{
+	struct aring *r;
+
+	if (!shim_active() || (ring->flags & IORING_SETUP_SQPOLL))
+		return false; /* SQPOLL: the kernel's thread reads the queue */
+	batch_begin(b);
+	pthread_mutex_lock(&async_lock);
+	r = ring_find(RING_URING, (uintptr_t)ring);
+	if (!uring_any_served(ring, r)) {
+		if (r && r->ops)
+			ring_scan(r);
+		pthread_mutex_unlock(&async_lock);
+		batch_end(b);
+		return false;
+	}
+	r = ring_get(RING_URING, (uintptr_t)ring);
+	if (r) {
+		ring_scan(r);
+		uring_prepare(b, ring, r);
+	}
+	pthread_mutex_unlock(&async_lock);
+	return true;
+}
+
+/* After the real call: drop the batch, apply what completed. */
+static void uring_after(struct batch *b, bool began)
+{
+	int saved = errno;
+
+	if (began)
+		batch_end(b);
+	if (atomic_load(&async_pending))
+		async_poll_slow();
+	errno = saved;
+}
+
+/* A call that submits and returns at once. */
+#define URING_SUBMIT(call)                                     \
+	do {                                                   \
+		struct batch b_;                               \
+		bool began_ = uring_before(ring, &b_);         \
+		int ret_ = (call);                             \
+		uring_after(&b_, began_);                      \
+		return ret_;                                   \
+	} while (0)
+
+/*
+ * A call that submits, then waits.  With entries of the shim's queued,
+ * the submission goes first on its own: the batch holds the files'
+ * in-flight counts, which a size change waits for, and a wait can be
+ * long.  counts: the call returns how many it submitted.
+ */
+#define URING_WAIT(call, counts)                                     \
+	do {                                                         \
+		struct batch b_;                                     \
+		int sub_ = 0, ret_;                                  \
+		if (uring_before(ring, &b_)) {                       \
+			sub_ = lazy_io_uring_submit()(ring);         \
+			uring_after(&b_, true);                      \
+			if (sub_ < 0)                                \
+				return sub_;                         \
+		}                                                    \
+		ret_ = (call);                                       \
+		uring_after(&b_, false);                             \
+		if ((counts) && sub_ > 0)                            \
+			ret_ = ret_ < 0 ? sub_ : ret_ + sub_;        \
+		return ret_;                                         \
+	} while (0)
+
+EXPORT int io_uring_submit(struct io_uring *ring)
+{
+	URING_SUBMIT(lazy_io_uring_submit()(ring));
+}
+
+EXPORT int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	URING_WAIT(lazy_io_uring_submit_and_wait()(ring, wait_nr), true);
+}
+
+EXPORT int io_uring_submit_and_wait_timeout(struct io_uring *ring,
+					    struct io_uring_cqe **cqe_ptr,
+					    unsigned wait_nr,
+					    struct __kernel_timespec *ts,
+					    sigset_t *sigmask)
+{
+	URING_WAIT(lazy_io_uring_submit_and_wait_timeout()(ring, cqe_ptr,
+							    wait_nr, ts,
+							    sigmask),
+		   false);
+}
+
+EXPORT int io_uring_submit_and_get_events(struct io_uring *ring)
+{
+	URING_SUBMIT(lazy_io_uring_submit_and_get_events()(ring));
+}
+
+/* The wait calls submit what is queued too (liburing flushes the SQ
+ * before it waits). */
+EXPORT int __io_uring_get_cqe(struct io_uring *ring,
+			      struct io_uring_cqe **cqe_ptr, unsigned submit,
+			      unsigned wait_nr, sigset_t *sigmask)
+{
+	URING_WAIT(lazy___io_uring_get_cqe()(ring, cqe_ptr, submit, wait_nr,
+					     sigmask),
+		   false);
+}
+
+EXPORT int io_uring_wait_cqes(struct io_uring *ring,
+			      struct io_uring_cqe **cqe_ptr, unsigned wait_nr,
+			      struct __kernel_timespec *ts, sigset_t *sigmask)
+{
+	URING_WAIT(lazy_io_uring_wait_cqes()(ring, cqe_ptr, wait_nr, ts,
+					     sigmask),
+		   false);
+}
+
+EXPORT int io_uring_wait_cqe_timeout(struct io_uring *ring,
+				     struct io_uring_cqe **cqe_ptr,
+				     struct __kernel_timespec *ts)
+{
+	URING_WAIT(lazy_io_uring_wait_cqe_timeout()(ring, cqe_ptr, ts), false);
+}
+
+EXPORT int io_uring_get_events(struct io_uring *ring)
+{
+	URING_SUBMIT(lazy_io_uring_get_events()(ring));
+}
+
+/* Wait (without consuming) until the ring's tracked writes have posted
+ * their completions, then apply them. */
+static void uring_drain(struct aring *r)
+{
+	struct io_uring *ring = (struct io_uring *)r->handle;
+	int tries = 0;
+
+	ring_scan(r);
+	while (r->ops && tries++ < 1000) {
+		unsigned ready = ring_tail(r) -
+				 __atomic_load_n(ring->cq.khead,
+						 __ATOMIC_ACQUIRE);
+		unsigned want = ready + r->nops;
+
+		if (want > *ring->cq.kring_entries)
+			want = *ring->cq.kring_entries;
+		if (syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
+			    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8) < 0 &&
+		    errno != EINTR)
+			break;
+		ring_scan(r);
+	}
+	ring_complete_all(r, "not seen complete when the ring went");
+}
+
+EXPORT void io_uring_queue_exit(struct io_uring *ring)
+{
+	ring_drop(RING_URING, (uintptr_t)ring);
+	lazy_io_uring_queue_exit()(ring);
+}
+
+/* The ring is going away (io_destroy, io_uring_queue_exit): apply its
+ * writes in flight first, while it can still be read. */
+static void ring_drop(enum ring_kind kind, uintptr_t handle)
+{
+	int busy = io_busy, saved = errno;
+	struct aring *r;
+
+	io_busy = 1;
+	pthread_mutex_lock(&async_lock);
+	r = ring_find(kind, handle);
+	if (r) {
+		if (kind == RING_AIO)
+			aio_drain(r);
+		else
+			uring_drain(r);
+		ring_forget(r);
+	}
+	pthread_mutex_unlock(&async_lock);
+	io_busy = busy;
+	errno = saved;
+}
+
+/* ---- io_uring registered files ------------------------------------------ */
+
+/* Set slots [off, off + nr) of ring's table (grow it to size if larger). */
+static void files_set(struct io_uring *ring, unsigned size, unsigned off,
+		      const int *fds, unsigned nr)
+{
+	struct aring *r;
+	unsigned i;
+
+	pthread_mutex_lock(&async_lock);
+	r = ring_get(RING_URING, (uintptr_t)ring);
+	if (r && size > r->nfiles) {
+		int *t = realloc(r->files, size * sizeof(int));
+
+		if (t) {
+			for (i = r->nfiles; i < size; i++)
+				t[i] = -1;
+			r->files = t;
+			r->nfiles = size;
+		}
+	}
+	for (i = 0; r && i < nr && off + i < r->nfiles; i++)
+		r->files[off + i] = fds ? fds[i] : -1;
+	pthread_mutex_unlock(&async_lock);
+}
+
+EXPORT int io_uring_register_files(struct io_uring *ring, const int *files,
+				   unsigned nr_files)
+{
+	int ret = lazy_io_uring_register_files()(ring, files, nr_files);
+
+	if (ret == 0)
+		files_set(ring, nr_files, 0, files, nr_files);
+	return ret;
+}
+
+EXPORT int io_uring_register_files_tags(struct io_uring *ring,
+					const int *files, const __u64 *tags,
+					unsigned nr)
+{
+	int ret = lazy_io_uring_register_files_tags()(ring, files, tags, nr);
+
+	if (ret == 0)
+		files_set(ring, nr, 0, files, nr);
+	return ret;
+}
+
+EXPORT int io_uring_register_files_sparse(struct io_uring *ring, unsigned nr)
+{
+	int ret = lazy_io_uring_register_files_sparse()(ring, nr);
+
+	if (ret == 0)
+		files_set(ring, nr, 0, NULL, nr);
+	return ret;
+}
+
+EXPORT int io_uring_register_files_update(struct io_uring *ring, unsigned off,
+					  const int *files, unsigned nr_files)
+{
+	int ret = lazy_io_uring_register_files_update()(ring, off, files,
+							 nr_files);
+
+	if (ret > 0)
+		files_set(ring, 0, off, files, (unsigned)ret);
+	return ret;
+}
+
+EXPORT int io_uring_register_files_update_tag(struct io_uring *ring,
+					      unsigned off, const int *files,
+					      const __u64 *tags, unsigned nr)
+{
+	int ret = lazy_io_uring_register_files_update_tag()(ring, off, files,
+							     tags, nr);
+
+	if (ret > 0)
+		files_set(ring, 0, off, files, (unsigned)ret);
+	return ret;
+}
+
+EXPORT int io_uring_unregister_files(struct io_uring *ring)
+{
+	int ret = lazy_io_uring_unregister_files()(ring);
+	struct aring *r;
+
+	if (ret == 0) {
+		pthread_mutex_lock(&async_lock);
+		r = ring_find(RING_URING, (uintptr_t)ring);
+		if (r) {
+			free(r->files);
+			r->files = NULL;
+			r->nfiles = 0;
+		}
+		pthread_mutex_unlock(&async_lock);
+	}
+	return ret;
+}
+
+/* ---- process life ---------------------------------------------------------- */
+
+void async_drain_all(void)
+{
+	struct aring *r;
+
+	if (!atomic_load(&async_pending))
+		return;
+	pthread_mutex_lock(&async_lock);
+	for (r = rings; r; r = r->next) {
+		if (!r->ops)
+			continue;
+		if (r->kind == RING_AIO)
+			aio_drain(r);
+		else
+			uring_drain(r);
+	}
+	pthread_mutex_unlock(&async_lock);
+}
+
+void async_atfork_child(void)
+{
+	/* The rings are not the child's (an aio context is not inherited; a
+	 * ring's queue is the parent's to submit): forget them and their
+	 * writes, whose pins the child's fd table does not hold. */
+	pthread_mutex_init(&async_lock, NULL);
+	rings = NULL;
+	aop_free = NULL;
+	atomic_store(&async_pending, 0);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Asynchronous submitters (libaio, liburing): writes queued for an
+ * accelerated fd get the reservation, prefill and O_APPEND rules before
+ * the kernel sees them, and move the logical EOF when their completion
+ * appears in the completion ring.
+ */
+#ifndef DIOSHIM_ASYNC_H
+#define DIOSHIM_ASYNC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* Asynchronous writes submitted and not yet seen complete, process-wide. */
+extern _Atomic unsigned async_pending;
+
+void async_poll_slow(void);
+
+/*
+ * Before answering a size or reading: apply every completion the kernel
+ * has posted, so that an application which saw one (a CQE read inline,
+ * an eventfd) gets the size the kernel alone would give.  One load when
+ * nothing is in flight.
+ */
+static inline void async_settle(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&async_pending,
+						  memory_order_acquire) != 0,
+			     0))
+		async_poll_slow();
+}
+
+/* The process is ending: wait for its writes in flight, apply them. */
+void async_drain_all(void);
+
+/* After fork, in the child: the rings and their writes are the parent's. */
+void async_atfork_child(void);
+
+#endif

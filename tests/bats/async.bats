@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# fs: ext4 xfs
+# Asynchronous submitters under the shim: fio's libaio engine with
+# verification, the project's own libaio and liburing writer (sequential,
+# random into a sparse file, O_APPEND, registered files, SQPOLL), sizes and
+# truncates racing writes in flight, a kill -9 with writes in flight, and
+# the errors the kernel gives, compared with the kernel alone.  Files are
+# checked outside the shim.
+
+load helper
+
+setup_file() {
+	fs_setup_file "${FS:-ext4}" 1G
+}
+teardown_file() { fs_teardown_file; }
+setup() {
+	fs_require
+	F=$SCRATCH_MNT/async.$BATS_TEST_NUMBER
+	T=$BATS_TEST_TMPDIR
+	AW=$HELPERS/asyncwrite
+}
+
+need() {
+	command -v "$1" >/dev/null || skip "$1 is not installed"
+}
+
+# fio libaio, 2 jobs each writing its own 3100 KiB region of one file and
+# verifying it (crc32c); then the exact size outside the shim.
+fio_libaio() {
+	need fio
+	cd "$T"
+	run timeout 300 "$DIOSHIM" fio --name=aio --filename="$F" --direct=1 \
+		--ioengine=libaio --bs=4k --size=3100k --numjobs=2 \
+		--offset_increment=3100k --fallocate=none --verify=crc32c \
+		--verify_state_save=0 --group_reporting "$@"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"err= 0"* ]]
+	[[ "$output" != *"verify: bad"* ]]
+	[ "$(real_size "$F")" -eq $((2 * 3100 * 1024)) ]
+	assert_no_segment "$F"
+}
+
+@test "fio libaio sequential new file, QD 1, --verify=crc32c: verify passes, exact size" {
+	fio_libaio --rw=write --iodepth=1
+}
+
+@test "fio libaio sequential new file, QD 32, --verify=crc32c: verify passes, exact size" {
+	fio_libaio --rw=write --iodepth=32
+}
+
+@test "fio libaio random writes into a sparse file, QD 1, --verify=crc32c: verify passes, exact size" {
+	fio_libaio --rw=randwrite --iodepth=1
+}
+
+@test "fio libaio random writes into a sparse file, QD 32, --verify=crc32c: verify passes, exact size" {
+	fio_libaio --rw=randwrite --iodepth=32
+}
+
+# asyncwrite reads its file back and checks it; the size again outside.
+aw_ok() {
+	local blocks=$4
+	run shim "$AW" "$@"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F")" -eq $((blocks * 4096)) ]
+	assert_no_segment "$F"
+}
+
+@test "libaio QD 16, a new file written in order: every record in place, every size seen whole and covering what was reaped" {
+	aw_ok aio seq "$F" 6000 16 stat
+}
+
+@test "liburing QD 16, a new file written in order: every record in place, every size seen whole and covering what was reaped" {
+	aw_ok uring seq "$F" 6000 16 stat
+}
+
+@test "libaio and liburing QD 16, random blocks of a sparse file: every record in place, sizes exact all along" {
+	aw_ok aio rand "$F" 4000 16 stat
+	aw_ok uring rand "$F" 4000 16 stat
+}
+
+@test "libaio and liburing QD 16 with O_APPEND: every record exactly once, the size their sum" {
+	aw_ok aio append "$F" 4000 16
+	aw_ok uring append "$F" 4000 16
+}
+
+@test "control: libaio O_APPEND appends without the shim (XFS loses records, which is why the shim exists)" {
+	run noshim "$AW" aio append "$F" 4000 16
+	echo "$output" | tail -n 1
+	if [ "$FS_TYPE" = xfs ]; then
+		echo "# xfs without the shim: $(echo "$output" | tail -n 1)" >&3
+	else
+		[ "$status" -eq 0 ]
+	fi
+}
+
+@test "liburing with the file registered (IOSQE_FIXED_FILE): records in place, sizes exact" {
+	aw_ok uring seq "$F" 4000 16 fixed stat
+}
+
+@test "truncates racing writes in flight (libaio, liburing): the size ends exact, every block a record or zeros, the last ones all there" {
+	aw_ok aio seq "$F" 3000 16 trunc
+	aw_ok uring seq "$F" 3000 16 trunc
+}
+
+@test "fdatasync through the engines (IO_CMD_FDSYNC, IORING_OP_FSYNC) after the writes: 0, and the file whole" {
+	aw_ok aio seq "$F" 2000 8 fsync
+	aw_ok uring seq "$F" 2000 8 fsync
+}
+
+@test "refused requests and failed completions reach the program as the kernel alone gives them (libaio)" {
+	noshim "$AW" aio errors "$F.k" >"$T/kernel"
+	shim "$AW" aio errors "$F" >"$T/shim"
+	cat "$T/shim"
+	diff "$T/kernel" "$T/shim"
+	[ "$(wc -l <"$T/shim")" -eq 12 ]
+}
+
+@test "refused requests and failed completions reach the program as the kernel alone gives them (liburing, fallocate included)" {
+	noshim "$AW" uring errors "$F.k" >"$T/kernel"
+	shim "$AW" uring errors "$F" >"$T/shim"
+	cat "$T/shim"
+	diff "$T/kernel" "$T/shim"
+	[ "$(wc -l <"$T/shim")" -eq 11 ]
+	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
+}
+
+@test "a ring set up with SQPOLL passes through untouched: the shim makes no fallocate, the data and the final size are the kernel's" {
+	need strace
+	run timeout 300 strace -f -e trace=fallocate -o "$T/trace" \
+		"$DIOSHIM" "$AW" uring seq "$F" 3000 16 sqpoll
+	echo "$output"
+	[ "$status" -eq 0 ]
+	! grep -q 'fallocate(' "$T/trace"
+	[ "$(real_size "$F")" -eq $((3000 * 4096)) ]
+	noshim "$AW" uring check "$F"
+	assert_no_segment "$F"
+}
+
+@test "kill -9 with libaio writes in flight: the next user finds every block a record or zeros, the file ending at its data, no segment left" {
+	# The launcher execs the writer: $! is the writer itself.
+	"$DIOSHIM" "$AW" aio seq "$F" 100000 16 &
+	local pid=$!
+	sleep 0.5
+	kill -9 "$pid"
+	wait "$pid" || true
+	# A shimmed open and close after the kill: the next user cuts the
+	# tail the killed writer left, never its data.
+	shim dd if="$F" of=/dev/null bs=1M iflag=direct status=none
+	run noshim "$AW" aio check "$F"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"records="* ]]
+	[[ "$output" != *"records=0 "* ]]
+	# The last block is a record: the size is where the data ends.
+	local size=${output#size=}
+	size=${size%% *}
+	[ "$size" -gt 0 ]
+	noshim dd if="$F" of="$T/last" bs=4096 skip=$((size / 4096 - 1)) count=1 status=none
+	[ "$(tr -d '\0' <"$T/last" | wc -c)" -gt 0 ]
+}

@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: MIT
+/*
+ * asyncwrite ENGINE MODE FILE BLOCKS QD [OPTION...]: write BLOCKS 4 KiB
+ * records with O_DIRECT through libaio (ENGINE aio) or liburing (uring),
+ * keeping QD in flight, then read the file back and check every record.
+ *
+ *   MODE seq     record i at block i of a new file
+ *   MODE rand    the same blocks in a random order (a sparse file filling)
+ *   MODE append  O_APPEND: every record exactly once, anywhere
+ *
+ *   stat     a thread fstat()s all along: every size a multiple of 4 KiB,
+ *            never shrinking, never past what was submitted; and after
+ *            each completion is reaped the size covers it (seq, rand)
+ *   trunc    a thread truncates the file to 0 three times while the first
+ *            half is written; the rest is submitted after it is done: the
+ *            end must hold every record, the start records or zeros
+ *   fixed    (uring) the file registered, requests by index
+ *   sqpoll   (uring) a ring with IORING_SETUP_SQPOLL
+ *   fsync    a final fdatasync through the engine
+ *
+ * asyncwrite ENGINE check FILE: every block is record i at block i, or
+ * zeros (after a kill); prints the census.
+ *
+ * asyncwrite ENGINE errors FILE: requests the kernel refuses, one per
+ * line with what the program got back, for comparing with the kernel
+ * alone.
+ *
+ * Prints one summary line; exits 1 if a check failed, 2 on a setup error.
+ */
+#include "t_rec.h"
+
+#include <fcntl.h>
+#include <libaio.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+
+#define BLK 4096
+
+enum engine { AIO, URING };
+enum mode { SEQ, RAND, APPEND };
+
+static enum engine engine;
+static enum mode mode;
+static const char *path;
+static long nblocks;
+static int qd, fd;
+static bool opt_stat, opt_trunc, opt_fixed, opt_sqpoll, opt_fsync;
+static char *bufs; /* qd slots of BLK */
+static long *order; /* block of the i-th submission */
+static _Atomic long submitted_end; /* blocks: highest end submitted */
+static _Atomic bool stop, trunc_done;
+static _Atomic long stat_bad;
+static long bad;
+
+static io_context_t ctx;
+static struct io_uring ring;
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void *stat_thread(void *arg)
+{
+	off_t last = 0;
+	struct stat st;
+
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		if (fstat(fd, &st))
+			die("fstat");
+		if (st.st_size % BLK || (st.st_size < last && !opt_trunc) ||
+		    st.st_size > atomic_load(&submitted_end) * BLK) {
+			fprintf(stderr, "size %lld (last %lld, submitted %ld)\n",
+				(long long)st.st_size, (long long)last,
+				atomic_load(&submitted_end));
+			atomic_fetch_add(&stat_bad, 1);
+		}
+		last = st.st_size;
+	}
+	return NULL;
+}
+
+static void *trunc_thread(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 3; i++) {
+		while (atomic_load(&submitted_end) < nblocks / 2 * (i + 1) / 3 &&
+		       !atomic_load(&stop))
+			usleep(100);
+		if (ftruncate(fd, 0))
+			die("ftruncate");
+	}
+	atomic_store(&trunc_done, true);
+	return NULL;
+}
+
+/* ---- the engines ----------------------------------------------------- */
+
+static struct iocb *iocbs;
+
+static void engine_init(void)
+{
+	if (engine == AIO) {
+		iocbs = calloc((size_t)qd, sizeof(*iocbs));
+		if (io_setup(qd, &ctx))
+			die("io_setup");
+		return;
+	}
+	struct io_uring_params p = { 0 };
+
+	if (opt_sqpoll) {
+		p.flags |= IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 100;
+	}
+	if (io_uring_queue_init_params((unsigned)qd * 2, &ring, &p) < 0)
+		die("io_uring_queue_init");
+	if (opt_fixed && io_uring_register_files(&ring, &fd, 1))
+		die("io_uring_register_files");
+}
+
+/* Queue a write of slot's buffer at block (ignored for an append). */
+static void engine_queue(int slot, long block)
+{
+	char *buf = bufs + (size_t)slot * BLK;
+	off_t off = mode == APPEND ? 0 : (off_t)block * BLK;
+
+	if (engine == AIO) {
+		struct iocb *io = &iocbs[slot], *one = io;
+
+		io_prep_pwrite(io, fd, buf, BLK, off);
+		io->data = (void *)(intptr_t)slot;
+		if (io_submit(ctx, 1, &one) != 1)
+			die("io_submit");
+		return;
+	}
+	struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+
+	if (!s)
+		die("io_uring_get_sqe");
+	io_uring_prep_write(s, opt_fixed ? 0 : fd, buf, BLK, (uint64_t)off);
+	if (opt_fixed)
+		s->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(s, (uint64_t)slot);
+}
+
+static void engine_submit(void)
+{
+	if (engine == URING && io_uring_submit(&ring) < 0)
+		die("io_uring_submit");
+}
+
+/* Wait for one completion: its slot and result. */
+static int engine_reap(long *res)
+{
+	if (engine == AIO) {
+		struct io_event ev;
+		int n;
+
+		do
+			n = io_getevents(ctx, 1, 1, &ev, NULL);
+		while (n == -EINTR);
+		if (n != 1)
+			die("io_getevents");
+		*res = (long)ev.res;
+		return (int)(intptr_t)ev.data;
+	}
+	struct io_uring_cqe *c;
+	int slot;
+
+	if (io_uring_wait_cqe(&ring, &c))
+		die("io_uring_wait_cqe");
+	*res = c->res;
+	slot = (int)c->user_data;
+	io_uring_cqe_seen(&ring, c);
+	return slot;
+}
+
+static long engine_datasync(void)
+{
+	long res;
+
+	if (engine == AIO) {
+		struct iocb *io = &iocbs[0], *one = io;
+
+		io_prep_fdsync(io, fd);
+		io->data = 0;
+		if (io_submit(ctx, 1, &one) != 1)
+			return -errno;
+		engine_reap(&res);
+		return res;
+	}
+	struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+
+	io_uring_prep_fsync(s, fd, IORING_FSYNC_DATASYNC);
+	io_uring_sqe_set_data64(s, 0);
+	io_uring_submit(&ring);
+	engine_reap(&res);
+	return res;
+}
+
+static void engine_exit(void)
+{
+	if (engine == AIO)
+		io_destroy(ctx);
+	else
+		io_uring_queue_exit(&ring);
+}
+
+/* ---- the run ----------------------------------------------------------- */
+
+static long verify(void)
+{
+	char *b;
+	long i, errors = 0, *seen = calloc((size_t)nblocks, sizeof(long));
+	int rfd = open(path, O_RDONLY | O_DIRECT);
+	struct stat st;
+	long keep_from = opt_trunc ? nblocks - 2L * qd : 0;
+
+	if (rfd < 0 || fstat(rfd, &st) || posix_memalign((void **)&b, BLK, BLK))
+		die("verify");
+	if (st.st_size != (off_t)nblocks * BLK) {
+		fprintf(stderr, "size %lld, expected %lld\n",
+			(long long)st.st_size, (long long)nblocks * BLK);
+		errors++;
+	}
+	for (i = 0; i < st.st_size / BLK; i++) {
+		uint32_t w;
+		uint64_t seq;
+		int k;
+
+		if (pread(rfd, b, BLK, (off_t)i * BLK) != BLK)
+			die("pread");
+		k = rec_parse(b, BLK, &w, &seq);
+		if (k == 2 || (k == 0 && (long)seq >= nblocks)) {
+			fprintf(stderr, "block %ld: garbage\n", i);
+			errors++;
+			continue;
+		}
+		if (k == 1) {
+			if (mode == APPEND || i >= keep_from) {
+				fprintf(stderr, "block %ld: zeros\n", i);
+				errors++;
+			}
+			continue;
+		}
+		if (mode != APPEND && (long)seq != i) {
+			fprintf(stderr, "block %ld holds record %llu\n", i,
+				(unsigned long long)seq);
+			errors++;
+		}
+		seen[seq]++;
+	}
+	for (i = 0; mode == APPEND && i < nblocks; i++)
+		if (seen[i] != 1) {
+			fprintf(stderr, "record %ld seen %ld times\n", i,
+				seen[i]);
+			errors++;
+		}
+	close(rfd);
+	free(seen);
+	return errors;
+}
+
+static void run(void)
+{
+	pthread_t st_tid, tr_tid;
+	long next = 0, done = 0, res;
+	int *slot_free = calloc((size_t)qd, sizeof(int)), nfree = 0, slot;
+	long *slot_block = calloc((size_t)qd, sizeof(long));
+	uint64_t t0;
+	struct stat st;
+
+	for (slot = qd - 1; slot >= 0; slot--)
+		slot_free[nfree++] = slot;
+	if (opt_stat && pthread_create(&st_tid, NULL, stat_thread, NULL))
+		die("pthread_create");
+	if (opt_trunc && pthread_create(&tr_tid, NULL, trunc_thread, NULL))
+		die("pthread_create");
+	t0 = now_ns();
+	while (done < nblocks) {
+		bool queued = false;
+
+		while (nfree && next < nblocks) {
+			/* trunc: the last stretch goes after the truncates */
+			if (opt_trunc && next >= nblocks - 2L * qd &&
+			    !atomic_load(&trunc_done)) {
+				if (nfree < qd)
+					break;
+				usleep(100);
+				continue;
+			}
+			slot = slot_free[--nfree];
+			slot_block[slot] = order[next];
+			rec_stamp(bufs + (size_t)slot * BLK, BLK, 0,
+				  (uint64_t)order[next]);
+			/* the size may cover it from now on */
+			if (order[next] + 1 > atomic_load(&submitted_end))
+				atomic_store(&submitted_end, order[next] + 1);
+			if (mode == APPEND)
+				atomic_store(&submitted_end, next + 1);
+			engine_queue(slot, order[next]);
+			next++;
+			queued = true;
+		}
+		if (queued)
+			engine_submit();
+		slot = engine_reap(&res);
+		if (res != BLK) {
+			fprintf(stderr, "block %ld: result %ld\n",
+				slot_block[slot], res);
+			bad++;
+		}
+		if (opt_stat && mode != APPEND && !opt_trunc) {
+			if (fstat(fd, &st))
+				die("fstat");
+			if (st.st_size < (slot_block[slot] + 1) * BLK) {
+				fprintf(stderr,
+					"block %ld reaped, size %lld misses "
+					"it\n",
+					slot_block[slot],
+					(long long)st.st_size);
+				atomic_fetch_add(&stat_bad, 1);
+			}
+		}
+		slot_free[nfree++] = slot;
+		done++;
+	}
+	if (opt_fsync && (res = engine_datasync()) != 0) {
+		fprintf(stderr, "fdatasync: %ld\n", res);
+		bad++;
+	}
+	atomic_store(&stop, true);
+	if (opt_stat)
+		pthread_join(st_tid, NULL);
+	if (opt_trunc)
+		pthread_join(tr_tid, NULL);
+	{
+		double secs = (double)(now_ns() - t0) / 1e9;
+
+		if (fstat(fd, &st))
+			die("fstat");
+		engine_exit();
+		close(fd);
+		bad += verify();
+		printf("engine=%s mode=%s blocks=%ld qd=%d secs=%.3f iops=%.0f "
+		       "size=%lld bad=%ld statbad=%ld\n",
+		       engine == AIO ? "aio" : "uring",
+		       mode == SEQ ? "seq" : mode == RAND ? "rand" : "append",
+		       nblocks, qd, secs, (double)nblocks / secs,
+		       (long long)st.st_size, bad, atomic_load(&stat_bad));
+	}
+}
+
+/* ---- refused requests ------------------------------------------------- */
+
+static void aio_errors(void)
+{
+	struct iocb io, *one = &io, *bogus = (struct iocb *)0x10,
+		    **bogus_array;
+	struct io_event ev;
+	char *buf;
+	int rfd = open(path, O_RDONLY | O_DIRECT);
+	struct stat st;
+	int r;
+
+	if (posix_memalign((void **)&buf, BLK, 2 * BLK) || rfd < 0 ||
+	    io_setup(8, &ctx))
+		die("setup");
+	memset(buf, 'x', 2 * BLK);
+#define SUBMIT(name, ctxv, n, arr)                                          \
+	do {                                                                \
+		r = io_submit(ctxv, n, arr);                                \
+		printf("%s submit=%d", name, r);                            \
+		if (r == 1 && io_getevents(ctx, 1, 1, &ev, NULL) == 1)      \
+			printf(" res=%ld", (long)ev.res);                  \
+		fstat(fd, &st);                                             \
+		printf(" size=%lld\n", (long long)st.st_size);              \
+	} while (0)
+	SUBMIT("nr-negative", ctx, -1, &one);
+	SUBMIT("ctx-bogus", (io_context_t)0x1000, 1, &one);
+	/* laundered, so the compiler lets a bad pointer through */
+	bogus_array = (struct iocb **)(uintptr_t)atoi("24");
+	SUBMIT("array-bogus", ctx, 1, bogus_array);
+	SUBMIT("iocb-bogus", ctx, 1, &bogus);
+	io_prep_pwrite(&io, -1, buf, BLK, 0);
+	SUBMIT("fd-bad", ctx, 1, &one);
+	io_prep_pwrite(&io, rfd, buf, BLK, 0);
+	SUBMIT("fd-readonly", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf + 1, BLK, 0);
+	SUBMIT("misaligned", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf, BLK, -BLK);
+	SUBMIT("offset-negative", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf, BLK, (long long)1 << 62);
+	SUBMIT("offset-huge", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf, BLK, BLK);
+	SUBMIT("write-ok", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf, 0, 8 * BLK);
+	SUBMIT("write-empty", ctx, 1, &one);
+	io_prep_fdsync(&io, fd);
+	SUBMIT("fdsync", ctx, 1, &one);
+	io_destroy(ctx);
+}
+
+static void uring_errors(void)
+{
+	struct io_uring_cqe *c;
+	struct io_uring_sqe *s;
+	char *buf;
+	int rfd = open(path, O_RDONLY | O_DIRECT);
+	struct stat st;
+
+	if (posix_memalign((void **)&buf, BLK, 2 * BLK) || rfd < 0 ||
+	    io_uring_queue_init(8, &ring, 0) < 0 ||
+	    io_uring_register_files(&ring, &fd, 1))
+		die("setup");
+	memset(buf, 'x', 2 * BLK);
+#define ONE(name, prep)                                                   \
+	do {                                                              \
+		s = io_uring_get_sqe(&ring);                              \
+		prep;                                                     \
+		printf("%s submit=%d", name, io_uring_submit(&ring));     \
+		if (!io_uring_wait_cqe(&ring, &c)) {                      \
+			printf(" res=%d", c->res);                        \
+			io_uring_cqe_seen(&ring, c);                      \
+		}                                                         \
+		fstat(fd, &st);                                           \
+		printf(" size=%lld\n", (long long)st.st_size);            \
+	} while (0)
+	ONE("fd-bad", io_uring_prep_write(s, -1, buf, BLK, 0));
+	ONE("fd-readonly", io_uring_prep_write(s, rfd, buf, BLK, 0));
+	ONE("misaligned", io_uring_prep_write(s, fd, buf + 1, BLK, 0));
+	ONE("offset-negative", io_uring_prep_write(s, fd, buf, BLK,
+						   (uint64_t)-BLK));
+	ONE("offset-huge", io_uring_prep_write(s, fd, buf, BLK, 1ull << 62));
+	ONE("fixed-index-bad", io_uring_prep_write(s, 5, buf, BLK, 0);
+	    s->flags |= IOSQE_FIXED_FILE);
+	ONE("write-ok", io_uring_prep_write(s, fd, buf, BLK, BLK));
+	ONE("fixed-ok", io_uring_prep_write(s, 0, buf, BLK, 3 * BLK);
+	    s->flags |= IOSQE_FIXED_FILE);
+	ONE("fallocate-grow", io_uring_prep_fallocate(s, fd, 0, 0, 6 * BLK));
+	ONE("fallocate-keep", io_uring_prep_fallocate(
+				      s, fd, FALLOC_FL_KEEP_SIZE, 0, 9 * BLK));
+	ONE("fsync", io_uring_prep_fsync(s, fd, IORING_FSYNC_DATASYNC));
+	io_uring_queue_exit(&ring);
+}
+
+/* check: every block record i at block i, or zeros; nothing else. */
+static int check_only(void)
+{
+	int rfd = open(path, O_RDONLY | O_DIRECT);
+	long i, records = 0, zeros = 0, errors = 0;
+	struct stat st;
+	char *b;
+
+	if (rfd < 0 || fstat(rfd, &st) || posix_memalign((void **)&b, BLK, BLK))
+		die(path);
+	for (i = 0; i < (st.st_size + BLK - 1) / BLK; i++) {
+		uint32_t w;
+		uint64_t seq;
+		int k;
+
+		memset(b, 0, BLK);
+		if (pread(rfd, b, BLK, (off_t)i * BLK) < 0)
+			die("pread");
+		k = rec_parse(b, BLK, &w, &seq);
+		if (k == 1)
+			zeros++;
+		else if (k == 0 && (long)seq == i)
+			records++;
+		else
+			errors++;
+	}
+	printf("size=%lld records=%ld zeros=%ld bad=%ld\n",
+	       (long long)st.st_size, records, zeros, errors);
+	return errors || st.st_size % BLK ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i, flags = O_RDWR | O_CREAT | O_DIRECT;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: asyncwrite aio|uring seq|rand|append "
+				"FILE BLOCKS QD [stat trunc fixed sqpoll "
+				"fsync]\n       asyncwrite aio|uring errors "
+				"FILE\n");
+		return 2;
+	}
+	engine = strcmp(argv[1], "aio") ? URING : AIO;
+	path = argv[3];
+	if (!strcmp(argv[2], "check"))
+		return check_only();
+	if (!strcmp(argv[2], "errors")) {
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+		if (fd < 0)
+			die(path);
+		if (engine == AIO)
+			aio_errors();
+		else
+			uring_errors();
+		return 0;
+	}
+	if (argc < 6)
+		return 2;
+	mode = !strcmp(argv[2], "rand") ? RAND
+	       : !strcmp(argv[2], "append") ? APPEND
+					    : SEQ;
+	nblocks = atol(argv[4]);
+	qd = atoi(argv[5]);
+	for (i = 6; i < argc; i++) {
+		opt_stat |= !strcmp(argv[i], "stat");
+		opt_trunc |= !strcmp(argv[i], "trunc");
+		opt_fixed |= !strcmp(argv[i], "fixed");
+		opt_sqpoll |= !strcmp(argv[i], "sqpoll");
+		opt_fsync |= !strcmp(argv[i], "fsync");
+	}
+	if (nblocks <= 0 || qd <= 0 || (opt_trunc && nblocks < 8L * qd))
+		return 2;
+	if (mode == APPEND)
+		flags |= O_APPEND;
+	fd = open(path, flags | O_TRUNC, 0644);
+	if (fd < 0)
+		die(path);
+	if (posix_memalign((void **)&bufs, BLK, (size_t)qd * BLK))
+		die("posix_memalign");
+	order = malloc((size_t)nblocks * sizeof(long));
+	for (i = 0; i < nblocks; i++)
+		order[i] = i;
+	if (mode == RAND) {
+		srand(42);
+		for (i = (int)nblocks - 1; i > 0; i--) {
+			int j = rand() % (i + 1);
+			long t = order[i];
+
+			order[i] = order[j];
+			order[j] = t;
+		}
+	}
+	engine_init();
+	run();
+	return bad || atomic_load(&stat_bad) ? 1 : 0;
+}
