@@ -244,7 +244,7 @@ echo
 	echo "fs|submitter|run|IOPS|vs kernel|verified"
 	for r in "${ASYNC_ROWS[@]}"; do
 		IFS='|' read -r fs engine side iops ok ratio <<<"$r"
-		engine=${engine/aio/libaio}
+		[ "$engine" = aio ] && engine=libaio || engine=liburing
 		echo "$fs|$engine|${side/kernel/kernel alone}|$iops|$ratio|$ok"
 	done
 } | table

@@ -17,6 +17,9 @@
  *   fixed    (uring) the file registered, requests by index
  *   sqpoll   (uring) a ring with IORING_SETUP_SQPOLL
  *   fsync    a final fdatasync through the engine
+ *   nospc    the filesystem fills up: ENOSPC completions are expected;
+ *            every acknowledged record must be there, the size must end
+ *            at the last acknowledged one (seq, rand)
  *
  * asyncwrite ENGINE check FILE: every block is record i at block i, or
  * zeros (after a kill); prints the census.
@@ -47,7 +50,9 @@ static enum mode mode;
 static const char *path;
 static long nblocks;
 static int qd, fd;
-static bool opt_stat, opt_trunc, opt_fixed, opt_sqpoll, opt_fsync;
+static bool opt_stat, opt_trunc, opt_fixed, opt_sqpoll, opt_fsync, opt_nospc;
+static char *acked; /* nospc: which blocks' writes succeeded */
+static long max_acked = -1, nospc;
 static char *bufs; /* qd slots of BLK */
 static long *order; /* block of the i-th submission */
 static _Atomic long submitted_end; /* blocks: highest end submitted */
@@ -233,9 +238,10 @@ static long verify(void)
 
 	if (rfd < 0 || fstat(rfd, &st) || posix_memalign((void **)&b, BLK, BLK))
 		die("verify");
-	if (st.st_size != (off_t)nblocks * BLK) {
+	if (st.st_size != (off_t)(opt_nospc ? max_acked + 1 : nblocks) * BLK) {
 		fprintf(stderr, "size %lld, expected %lld\n",
-			(long long)st.st_size, (long long)nblocks * BLK);
+			(long long)st.st_size,
+			(long long)(opt_nospc ? max_acked + 1 : nblocks) * BLK);
 		errors++;
 	}
 	for (i = 0; i < st.st_size / BLK; i++) {
@@ -252,7 +258,8 @@ static long verify(void)
 			continue;
 		}
 		if (k == 1) {
-			if (mode == APPEND || i >= keep_from) {
+			if (opt_nospc ? acked[i]
+				      : (mode == APPEND || i >= keep_from)) {
 				fprintf(stderr, "block %ld: zeros\n", i);
 				errors++;
 			}
@@ -265,7 +272,7 @@ static long verify(void)
 		}
 		seen[seq]++;
 	}
-	for (i = 0; mode == APPEND && i < nblocks; i++)
+	for (i = 0; mode == APPEND && !opt_nospc && i < nblocks; i++)
 		if (seen[i] != 1) {
 			fprintf(stderr, "record %ld seen %ld times\n", i,
 				seen[i]);
@@ -320,12 +327,18 @@ static void run(void)
 		if (queued)
 			engine_submit();
 		slot = engine_reap(&res);
-		if (res != BLK) {
+		if (opt_nospc && res == -ENOSPC) {
+			nospc++;
+		} else if (res == BLK && opt_nospc) {
+			acked[slot_block[slot]] = 1;
+			if (slot_block[slot] > max_acked)
+				max_acked = slot_block[slot];
+		} else if (res != BLK) {
 			fprintf(stderr, "block %ld: result %ld\n",
 				slot_block[slot], res);
 			bad++;
 		}
-		if (opt_stat && mode != APPEND && !opt_trunc) {
+		if (opt_stat && mode != APPEND && !opt_trunc && res == BLK) {
 			if (fstat(fd, &st))
 				die("fstat");
 			if (st.st_size < (slot_block[slot] + 1) * BLK) {
@@ -358,11 +371,12 @@ static void run(void)
 		close(fd);
 		bad += verify();
 		printf("engine=%s mode=%s blocks=%ld qd=%d secs=%.3f iops=%.0f "
-		       "size=%lld bad=%ld statbad=%ld\n",
+		       "size=%lld bad=%ld statbad=%ld nospc=%ld\n",
 		       engine == AIO ? "aio" : "uring",
 		       mode == SEQ ? "seq" : mode == RAND ? "rand" : "append",
 		       nblocks, qd, secs, (double)nblocks / secs,
-		       (long long)st.st_size, bad, atomic_load(&stat_bad));
+		       (long long)st.st_size, bad, atomic_load(&stat_bad),
+		       nospc);
 	}
 }
 
@@ -528,9 +542,12 @@ int main(int argc, char **argv)
 		opt_fixed |= !strcmp(argv[i], "fixed");
 		opt_sqpoll |= !strcmp(argv[i], "sqpoll");
 		opt_fsync |= !strcmp(argv[i], "fsync");
+		opt_nospc |= !strcmp(argv[i], "nospc");
 	}
-	if (nblocks <= 0 || qd <= 0 || (opt_trunc && nblocks < 8L * qd))
+	if (nblocks <= 0 || qd <= 0 || (opt_trunc && nblocks < 8L * qd) ||
+	    (opt_nospc && mode == APPEND))
 		return 2;
+	acked = calloc((size_t)nblocks, 1);
 	if (mode == APPEND)
 		flags |= O_APPEND;
 	fd = open(path, flags | O_TRUNC, 0644);
