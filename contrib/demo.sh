@@ -183,6 +183,11 @@ async_run() {
 	rm -f "$file"
 }
 
+# IOPS A over the kernel's B, as "3.20x".
+times_kernel() {
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", (b > 0) ? a / b : 0 }'
+}
+
 make_pattern A "$WORK/A.pat"
 make_pattern B "$WORK/B.pat"
 race_fs=""
@@ -200,15 +205,13 @@ for fs in $FSTYPES; do
 	append_run "$fs" kernel
 	KERNEL_IOPS=$LAST_IOPS
 	append_run "$fs" dioshim
-	ROWS[-1]+="|$(awk -v a="$LAST_IOPS" -v b="$KERNEL_IOPS" \
-		'BEGIN { printf "%.2fx", (b > 0) ? a / b : 0 }')"
+	ROWS[-1]+="|$(times_kernel "$LAST_IOPS" "$KERNEL_IOPS")"
 	ROWS[-2]+="|1.00x"
 	for engine in aio uring; do
 		async_run "$fs" "$engine" kernel
 		KERNEL_IOPS=$LAST_IOPS
 		async_run "$fs" "$engine" dioshim
-		ASYNC_ROWS[-1]+="|$(awk -v a="$LAST_IOPS" -v b="$KERNEL_IOPS" \
-			'BEGIN { printf "%.2fx", (b > 0) ? a / b : 0 }')"
+		ASYNC_ROWS[-1]+="|$(times_kernel "$LAST_IOPS" "$KERNEL_IOPS")"
 		ASYNC_ROWS[-2]+="|1.00x"
 	done
 	# The O_APPEND race is XFS's (ext4 serialises these appends

@@ -263,12 +263,24 @@ static void aop_unlink(struct aring *r, struct aop *prev, struct aop *a)
 	atomic_fetch_sub(&async_pending, 1);
 }
 
+/* The attachment stays while any of its writes is in flight: pinned by
+ * the first (one files_lock round trip per burst, not per write). */
+static void aop_pin(struct aop *a, struct shim_file *f)
+{
+	a->f = f;
+	if (f->async_ops++ == 0)
+		segment_get(f);
+	atomic_fetch_add(&f->seg->slot[f->slot].async_inflight, 1);
+}
+
 static void aop_release(struct aop *a)
 {
-	if (a->f->slot >= 0)
-		atomic_fetch_sub(&a->f->seg->slot[a->f->slot].async_inflight,
-				 1);
-	segment_put(a->f, -1);
+	struct shim_file *f = a->f;
+
+	if (f->slot >= 0)
+		atomic_fetch_sub(&f->seg->slot[f->slot].async_inflight, 1);
+	if (--f->async_ops == 0)
+		segment_put(f, -1);
 	a->next = aop_free;
 	aop_free = a;
 }
@@ -381,14 +393,10 @@ static void ring_scan(struct aring *r)
 	}
 }
 
-static void scan_locked(struct aring *only)
+static void scan_locked(void)
 {
 	struct aring *r;
 
-	if (only) {
-		ring_scan(only);
-		return;
-	}
 	for (r = rings; r; r = r->next)
 		if (r->ops)
 			ring_scan(r);
@@ -400,7 +408,7 @@ void async_poll_slow(void)
 
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
-	scan_locked(NULL);
+	scan_locked();
 	pthread_mutex_unlock(&async_lock);
 	io_busy = busy;
 	errno = saved;
@@ -464,14 +472,6 @@ static void batch_end(struct batch *b)
 	}
 	io_busy = b->busy;
 	errno = b->saved_errno;
-}
-
-static void max_store(_Atomic uint64_t *w, uint64_t v)
-{
-	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
-
-	while (v > cur && !atomic_compare_exchange_weak(w, &cur, v))
-		;
 }
 
 /* The file fd names, if the shim serves writes to it. */
@@ -541,8 +541,7 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 	if (res == RESERVE_EXACT)
 		h->exact = true; /* the kernel extends; phys re-read after */
 	end = off + len;
-	segment_get(f);
-	a->f = f;
+	aop_pin(a, f);
 	a->key = key;
 	a->off = off;
 	a->end = end;
@@ -553,8 +552,7 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 	/* Inside the reservation a trim could cut it while in flight; past
 	 * it, the kernel extends the size itself. */
 	if (end <= atomic_load(&seg->phys))
-		max_store(&seg->async_end, end);
-	atomic_fetch_add(&seg->slot[f->slot].async_inflight, 1);
+		word_max(&seg->async_end, end);
 	aop_queue(r, a);
 	*append_out = append;
 	return a;
@@ -783,12 +781,10 @@ EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 }
 
 /* After a reap: apply what the kernel posted. */
-static void aio_after_reap(io_context_t ctx)
+static void aio_after_reap(void)
 {
-	if (!atomic_load(&async_pending))
-		return;
-	async_poll_slow();
-	(void)ctx;
+	if (atomic_load(&async_pending))
+		async_poll_slow();
 }
 
 EXPORT int io_getevents(io_context_t ctx, long min_nr, long nr,
@@ -797,7 +793,7 @@ EXPORT int io_getevents(io_context_t ctx, long min_nr, long nr,
 	int ret = lazy_io_getevents()(ctx, min_nr, nr, events, timeout);
 	int saved = errno;
 
-	aio_after_reap(ctx);
+	aio_after_reap();
 	errno = saved;
 	return ret;
 }
@@ -810,7 +806,7 @@ EXPORT int io_pgetevents(io_context_t ctx, long min_nr, long nr,
 				       sigset);
 	int saved = errno;
 
-	aio_after_reap(ctx);
+	aio_after_reap();
 	errno = saved;
 	return ret;
 }
@@ -821,7 +817,7 @@ EXPORT int io_cancel(io_context_t ctx, struct iocb *iocb,
 	int ret = lazy_io_cancel()(ctx, iocb, evt);
 	int saved = errno;
 
-	aio_after_reap(ctx);
+	aio_after_reap();
 	errno = saved;
 	return ret;
 }
@@ -897,8 +893,9 @@ static bool uring_len(const struct io_uring_sqe *s, uint64_t *len)
 	return iov_sum(iov, (long)s->len, len);
 }
 
-/* Whether any queued entry may be the shim's (cheap: no lock). */
-static bool uring_any_served(struct io_uring *ring, struct aring *known)
+/* Whether any queued entry may be the shim's: no lock, so a program
+ * that queues only other work (sockets, reads) never takes one here. */
+static bool uring_any_served(struct io_uring *ring)
 {
 	unsigned i;
 
@@ -909,9 +906,10 @@ static bool uring_any_served(struct io_uring *ring, struct aring *known)
 		if (!uring_is_write(op) && op != IORING_OP_FSYNC &&
 		    op != IORING_OP_FALLOCATE)
 			continue;
-		if ((s->flags & IOSQE_FIXED_FILE) && !known)
-			continue; /* no file of ours was ever registered */
-		return true;
+		/* a registered file: its fd is known under the lock */
+		if ((s->flags & IOSQE_FIXED_FILE) ||
+		    !fdtable_surely_pass(s->fd))
+			return true;
 	}
 	return false;
 }
@@ -949,15 +947,13 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 		h->exact = true;
 	else if (!h->exact)
 		s->len |= FALLOC_FL_KEEP_SIZE; /* inside the reservation */
-	segment_get(f);
-	a->f = f;
+	aop_pin(a, f);
 	a->key = s->user_data;
 	a->off = off;
 	a->end = end;
 	a->kind = AOP_GROW;
 	a->epoch = atomic_load(&f->seg->epoch);
 	tail_advance(f->seg, end);
-	atomic_fetch_add(&f->seg->slot[f->slot].async_inflight, 1);
 	aop_queue(r, a);
 }
 
@@ -1024,16 +1020,12 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 
 	if (!shim_active() || (ring->flags & IORING_SETUP_SQPOLL))
 		return false; /* SQPOLL: the kernel's thread reads the queue */
-	batch_begin(b);
-	pthread_mutex_lock(&async_lock);
-	r = ring_find(RING_URING, (uintptr_t)ring);
-	if (!uring_any_served(ring, r)) {
-		if (r && r->ops)
-			ring_scan(r);
-		pthread_mutex_unlock(&async_lock);
-		batch_end(b);
+	if (!uring_any_served(ring)) {
+		async_settle(); /* still read the rings if writes are in flight */
 		return false;
 	}
+	batch_begin(b);
+	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (r) {
 		ring_scan(r);

@@ -126,16 +126,22 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
  * full); whoever brings eof to off carries it on to end. */
 void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
 
-/* tail = max(tail, end), for writes at explicit offsets. */
-static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
+/* *w = max(*w, v), relaxed: a word that only grows (outside a barrier). */
+static inline void word_max(_Atomic uint64_t *w, uint64_t v)
 {
-	uint64_t cur = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 
-	while (end > cur &&
-	       !atomic_compare_exchange_weak_explicit(&seg->tail, &cur, end,
+	while (v > cur &&
+	       !atomic_compare_exchange_weak_explicit(w, &cur, v,
 						      memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+}
+
+/* tail = max(tail, end), for writes at explicit offsets. */
+static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
+{
+	word_max(&seg->tail, end);
 }
 
 #endif

@@ -19,6 +19,9 @@ struct shim_file {
 	uint32_t fs_bit; /* CONFIG_FS_* */
 	int slot; /* our slot in seg->slot[] */
 	unsigned refs; /* ofds pointing here; under files_lock */
+	/* asynchronous writes in flight (async.c, under its lock): the
+	 * first pins the attachment with one reference, the last drops it */
+	unsigned async_ops;
 	struct shim_file *next; /* the process's list; under files_lock */
 };
 
