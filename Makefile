@@ -4,7 +4,7 @@
 PREFIX ?= /usr/local
 DESTDIR ?=
 LIBDIR := $(PREFIX)/lib/dioshim
-BUILD := build
+BUILD ?= build
 
 CC ?= cc
 CFLAGS ?= -O2 -g

@@ -9,7 +9,7 @@
 # script tears down whatever a killed suite left in its registry.
 set -u
 cd "$(dirname "$0")/.."
-export TOP=$PWD BUILD=$PWD/build
+export TOP=$PWD BUILD=${BUILD:-$PWD/build}
 export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-test-$$.registry
 # The tests' segments live in a directory of their own.
 export DIOSHIM_SHM_DIR=$(mktemp -d /dev/shm/dioshim-test.XXXXXX)

@@ -35,6 +35,6 @@ test-build: all $(UNIT_BIN) $(HELPER_BIN) $(BUILD)/appendbench
 
 # TESTS=unit or TESTS=tests/bats/append.bats narrows the run.
 test: deps test-build
-	@tests/run.sh $(TESTS)
+	@BUILD=$(abspath $(BUILD)) tests/run.sh $(TESTS)
 
 .PHONY: test test-build

@@ -35,9 +35,19 @@ scratch_skip_reason() {
 	return 0
 }
 
+# Bytes free under a directory (0 if it cannot tell).
+scratch_avail() { df --output=avail -B1 "$1" 2>/dev/null | tail -n 1 || echo 0; }
+
 scratch_make() {
-	local type=$1 size=${2:-1G} img
-	SCRATCH_DIR=$(mktemp -d "$SCRATCH_BASE/dioshim-scratch.XXXXXX") || return 1
+	local type=$1 size=${2:-1G} img base=$SCRATCH_BASE need
+	# The image must fit with room to spare; on a shared machine whose
+	# disk is full, memory (/dev/shm, which supports direct I/O) will do.
+	need=$(($(numfmt --from=iec "$size") * 2))
+	if [ "$type" != tmpfs ] && [ "$(scratch_avail "$base")" -lt "$need" ] &&
+		[ "$(scratch_avail /dev/shm)" -ge "$need" ]; then
+		base=/dev/shm
+	fi
+	SCRATCH_DIR=$(mktemp -d "$base/dioshim-scratch.XXXXXX") || return 1
 	SCRATCH_MNT=$SCRATCH_DIR/mnt
 	SCRATCH_DEV=
 	mkdir -p "$SCRATCH_MNT"
