@@ -452,7 +452,7 @@ static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 			return &b->h[i];
 	if (b->n == BATCH_FILES)
 		return NULL;
-	b->h[b->n].sh = inflight_enter(f);
+	b->h[b->n].sh = inflight_enter_fd(f, fd);
 	if (!b->h[b->n].sh)
 		return NULL;
 	b->h[b->n].f = f;

@@ -22,7 +22,6 @@ struct config config = {
 	.reserve = 1u << 20,
 	.reserve_max = 64u << 20,
 	.fs_mask = CONFIG_FS_EXT4 | CONFIG_FS_XFS,
-	.shm_mode = 0600,
 	.rangelock = true,
 	.stripes = DIOSHIM_STRIPES,
 	.stripe_shift = 12,
@@ -198,13 +197,9 @@ void config_load(void)
 		config.fs_mask = parse_fs_list(v);
 	if ((v = getenv("DIOSHIM_SHM_DIR")) && *v == '/')
 		copy_str(config.shm_dir, sizeof(config.shm_dir), v);
-	if ((v = getenv("DIOSHIM_SHM_MODE"))) {
-		char *end;
-		unsigned long m = strtoul(v, &end, 8);
-
-		if (*end == '\0' && (m == 0600 || m == 0660))
-			config.shm_mode = (mode_t)m;
-		else
-			log_msg("DIOSHIM_SHM_MODE=%s: only 0600 or 0660", v);
-	}
+	/* Segments follow their files' modes now; the old setting is
+	 * accepted and ignored, so that a unit file that sets it still runs. */
+	if (getenv("DIOSHIM_SHM_MODE"))
+		log_msg("DIOSHIM_SHM_MODE is ignored: a segment's mode follows "
+			"its file's");
 }

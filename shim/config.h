@@ -18,7 +18,6 @@ struct config {
 	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
 	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */
-	mode_t shm_mode; /* DIOSHIM_SHM_MODE: 0600, or 0660 for a group */
 	char shm_dir[256]; /* DIOSHIM_SHM_DIR: where segments live */
 	char log_path[256]; /* DIOSHIM_LOG: "" silent, "stderr", or a file */
 };

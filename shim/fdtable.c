@@ -317,6 +317,64 @@ void fdtable_release_all(void)
 	pthread_mutex_unlock(&fdt_lock);
 }
 
+/* Call fn(fd, o) for every attached entry; under fdt_lock. */
+static void for_each_attached(void (*fn)(int, struct ofd *))
+{
+	unsigned c, i;
+
+	for (c = 0; c < FDT_CHUNKS; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		if (!chunk)
+			continue;
+		for (i = 0; i < FDT_CHUNK; i++) {
+			struct ofd *o = atomic_load(&chunk[i]);
+
+			if (o && o != OFD_PASS && atomic_load(&o->file))
+				fn((int)((c << FDT_SHIFT) | i), o);
+		}
+	}
+}
+
+static void exec_release(int fd, struct ofd *o)
+{
+	segment_exec_release(atomic_load(&o->file), fd);
+}
+
+static void exec_undo(int fd, struct ofd *o)
+{
+	struct shim_file *f = atomic_load(&o->file), *g;
+	struct file_id id;
+
+	if (!f->exec_released || segment_exec_undo(f))
+		return;
+	/* We were the last user and the segment went with the exec that
+	 * failed: this description attaches anew (a new segment, or one
+	 * that another process made meanwhile). */
+	g = file_identify(fd, &id) ?
+		    segment_attach(fd, &id,
+				   direct_writer((int)atomic_load(&o->flags))) :
+		    NULL;
+	atomic_store_explicit(&o->file, g, memory_order_release);
+	o->state = g ? OFD_ATTACHED : OFD_WATCH;
+	o->checked_gen = 0;
+	segment_put(f, -1);
+}
+
+void fdtable_exec_prepare(void)
+{
+	pthread_mutex_lock(&fdt_lock);
+	for_each_attached(exec_release);
+	pthread_mutex_unlock(&fdt_lock);
+}
+
+void fdtable_exec_failed(void)
+{
+	pthread_mutex_lock(&fdt_lock);
+	for_each_attached(exec_undo);
+	pthread_mutex_unlock(&fdt_lock);
+}
+
 void fdtable_atfork_prepare(void)
 {
 	pthread_mutex_lock(&fdt_lock);

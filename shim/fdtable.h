@@ -110,6 +110,11 @@ void fdtable_setfl(int fd);
 /* The process is ending: detach everything (trimming where last). */
 void fdtable_release_all(void);
 
+/* exec: leave every attached file as an ending process would; and, if
+ * the exec failed, attach again. */
+void fdtable_exec_prepare(void);
+void fdtable_exec_failed(void);
+
 void fdtable_atfork_prepare(void);
 void fdtable_atfork_parent(void);
 void fdtable_atfork_child(void);

@@ -12,12 +12,21 @@
  * slots of processes that are gone (owner pid and start time), which is
  * also why counts live in per-process slots and not in anonymous shards.
  *
+ * A raiser killed between changing the kernel's size and moving the words
+ * (a truncate cut short) leaves the barrier BARRIER_CHANGING and its lock
+ * to be recovered: the next to take the lock with a descriptor of the
+ * file — a writer held up, or the next raiser — recomputes the words from
+ * the kernel's size before anyone writes (an append would otherwise land
+ * at the old tail, behind a hole).
+ *
  * Lock order: barrier_lock, then (after the drain) ext_lock.
  */
 #define _GNU_SOURCE
 #include "inflight.h"
 
 #include "log.h"
+#include "prefill.h"
+#include "recover.h"
 
 #include <sched.h>
 #include <time.h>
@@ -34,22 +43,38 @@ struct dioshim_shard *inflight_shard(struct shim_file *f)
 	return &f->seg->slot[f->slot].shard[tls_shard];
 }
 
+static bool barrier_repair(struct shim_file *f, int fd);
+
 /* Wait for the barrier to go down: its raiser holds barrier_lock for as
- * long as it is up. */
-static bool barrier_wait(struct dioshim_seg *seg)
+ * long as it is up.  False if the lock is unusable, or if the words need
+ * a repair that fd < 0 cannot make. */
+static bool barrier_wait(struct shim_file *f, int fd)
 {
+	struct dioshim_seg *seg = f->seg;
 	bool recovered;
 
 	if (!seg_lock(&seg->barrier_lock, &recovered))
 		return false;
-	if (recovered)
-		/* The raiser died with the barrier up. */
-		atomic_store(&seg->barrier, 0);
+	/* Its raiser holds barrier_lock for as long as the barrier is up:
+	 * holding the lock, we see it up only if the raiser died with it up
+	 * (recovered) or the word is garbage — either way it is down, once
+	 * the words are right. */
+	if (atomic_load(&seg->barrier) == BARRIER_CHANGING &&
+	    !barrier_repair(f, fd)) {
+		seg_unlock(&seg->barrier_lock);
+		return false;
+	}
+	atomic_store(&seg->barrier, 0);
 	seg_unlock(&seg->barrier_lock);
 	return true;
 }
 
 struct dioshim_shard *inflight_enter(struct shim_file *f)
+{
+	return inflight_enter_fd(f, -1);
+}
+
+struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
 	struct dioshim_shard *sh = inflight_shard(f);
@@ -70,7 +95,7 @@ struct dioshim_shard *inflight_enter(struct shim_file *f)
 			atomic_fetch_add(&seg->barrier_waiters, 1);
 			waited = true;
 		}
-		if (!barrier_wait(seg)) {
+		if (!barrier_wait(f, fd)) {
 			atomic_fetch_sub(&seg->barrier_waiters, 1);
 			return NULL;
 		}
@@ -91,9 +116,9 @@ static int64_t slot_inflight(struct dioshim_slot *s)
 int64_t inflight_count(struct dioshim_seg *seg)
 {
 	int64_t n = 0;
-	int i;
+	int i, hi = seg_slots(seg);
 
-	for (i = 0; i < DIOSHIM_MAX_PROCS; i++)
+	for (i = 0; i < hi; i++)
 		if (atomic_load_explicit(&seg->slot[i].owner.pid_start,
 					 memory_order_acquire))
 			n += slot_inflight(&seg->slot[i]);
@@ -111,26 +136,31 @@ static uint64_t ms_since(const struct timespec *t0)
 	       (uint64_t)((t.tv_nsec - t0->tv_nsec) / 1000000);
 }
 
-/* Wait for every live process's writes to drain. */
+/*
+ * Wait for every live process's writes to drain.  A process that died
+ * with writes counted is freed from its slot on the way (a CAS on its
+ * owner word, so an attacher that finds it dead too frees it once): its
+ * counts then stop counting, and the next claimer of the slot zeroes them.
+ */
 static void drain(struct dioshim_seg *seg)
 {
 	static const struct timespec nap = { 0, 50000 };
-	uint64_t dead_owner[DIOSHIM_MAX_PROCS] = { 0 };
 	uint64_t next_check = 20;
 	struct timespec t0;
 	unsigned spins = 0;
-	int i;
+	int i, hi;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		int64_t n = 0;
 
-		for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		hi = seg_slots(seg);
+		for (i = 0; i < hi; i++) {
 			struct dioshim_slot *s = &seg->slot[i];
 			uint64_t o = atomic_load_explicit(
 				&s->owner.pid_start, memory_order_acquire);
 
-			if (o && o != dead_owner[i])
+			if (o)
 				n += slot_inflight(s);
 		}
 		if (n <= 0)
@@ -144,22 +174,66 @@ static void drain(struct dioshim_seg *seg)
 			continue;
 		/* Slow: look for owners that died with writes counted. */
 		next_check = ms_since(&t0) + 100;
-		for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		hi = seg_slots(seg);
+		for (i = 0; i < hi; i++) {
 			struct dioshim_slot *s = &seg->slot[i];
 			uint64_t o = atomic_load(&s->owner.pid_start);
 
-			if (o && o != dead_owner[i] && slot_inflight(s) > 0 &&
-			    !owner_alive(o, s->owner.pidns)) {
+			if (o && slot_inflight(s) > 0 &&
+			    !owner_alive_in(seg->hint_key, o,
+						   s->owner.pidns) &&
+			    slot_free_dead(seg, i, o))
 				log_msg("barrier: skipping writes of dead "
 					"process %llu",
 					(unsigned long long)(o & DIOSHIM_OWNER_PID_MASK));
-				dead_owner[i] = o;
-			}
 		}
 	}
 }
 
+/*
+ * The raiser before us died after it changed the kernel's size and before
+ * the words followed (BARRIER_CHANGING); we hold barrier_lock.  With the
+ * barrier up nobody new gets in: drain whoever is still in, then put the
+ * words on the kernel's size under ext_lock, which the dead raiser held
+ * too.  The mark stays until they are right, so that our own death here
+ * leaves the repair to the next taker.  False when fd < 0 (no descriptor
+ * to read the size with) or ext_lock is unusable: the mark stays for the
+ * next caller that can.
+ */
+static bool barrier_repair(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool recovered;
+
+	if (fd < 0) {
+		log_once("a size change was cut short: the words wait for a "
+			 "caller with a descriptor; passing through");
+		return false;
+	}
+	drain(seg);
+	if (!seg_lock(&seg->ext_lock, &recovered))
+		return false;
+	recover_words(seg, fd);
+	/* Truncated away, blocks may be holes again. */
+	prefill_forget_all(f);
+	/* Completions of asynchronous writes submitted before now must not
+	 * move the size, as after any size change. */
+	atomic_fetch_add(&seg->epoch, 1);
+	atomic_store_explicit(&seg->barrier, BARRIER_UP, memory_order_seq_cst);
+	seg_unlock(&seg->ext_lock);
+	log_msg("a size change was cut short by its process's death: eof "
+		"%llu, size %llu, from the kernel's size",
+		(unsigned long long)atomic_load(&seg->eof),
+		(unsigned long long)atomic_load(&seg->phys));
+	return true;
+}
+
 bool barrier_raise(struct shim_file *f)
+{
+	return barrier_raise_fd(f, -1);
+}
+
+bool barrier_raise_fd(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
 	bool recovered;
@@ -181,7 +255,12 @@ bool barrier_raise(struct shim_file *f)
 				return false;
 		}
 	}
-	atomic_store_explicit(&seg->barrier, 1, memory_order_seq_cst);
+	if (atomic_load(&seg->barrier) == BARRIER_CHANGING &&
+	    !barrier_repair(f, fd)) {
+		seg_unlock(&seg->barrier_lock);
+		return false;
+	}
+	atomic_store_explicit(&seg->barrier, BARRIER_UP, memory_order_seq_cst);
 	drain(seg);
 	/* Asynchronous writes submitted before now complete, in the kernel,
 	 * before the size change (which waits for direct I/O): reaped

@@ -16,8 +16,22 @@
  * DIOSHIM_SLOT_SHARDS lines round-robin. */
 struct dioshim_shard *inflight_shard(struct shim_file *f);
 
+/*
+ * seg->barrier: 0 down; BARRIER_UP while a raiser drains and acts;
+ * BARRIER_CHANGING from just before the raiser changes the kernel's size
+ * until its words follow.  Whoever takes barrier_lock and finds it
+ * CHANGING knows the raiser died half way, and recomputes the words from
+ * the kernel's size through its own descriptor of the file.
+ */
+#define BARRIER_UP 1u
+#define BARRIER_CHANGING 2u
+
 /* Announce a write; waits while a barrier is up.  NULL if the barrier's
- * lock is unusable (the caller then passes the call through). */
+ * lock is unusable (the caller then passes the call through).  fd, a
+ * descriptor of the file, lets this caller repair the words after a raiser
+ * died mid-change; without one (fd < 0) such a file is passed through until
+ * a caller with one comes. */
+struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd);
 struct dioshim_shard *inflight_enter(struct shim_file *f);
 
 static inline void inflight_exit(struct dioshim_shard *sh)
@@ -26,9 +40,19 @@ static inline void inflight_exit(struct dioshim_shard *sh)
 }
 
 /* Raise the barrier and wait until no write of any live process is in
- * flight.  False if the barrier's lock is unusable. */
+ * flight.  False if the barrier's lock is unusable (or, fd < 0, if the
+ * words wait for a repair, as for inflight_enter_fd). */
+bool barrier_raise_fd(struct shim_file *f, int fd);
 bool barrier_raise(struct shim_file *f);
 void barrier_lower(struct shim_file *f);
+
+/* The raiser is about to change the kernel's size: until barrier_lower,
+ * its death leaves the words to be recomputed from the kernel's size. */
+static inline void barrier_changing(struct shim_file *f)
+{
+	atomic_store_explicit(&f->seg->barrier, BARRIER_CHANGING,
+			      memory_order_seq_cst);
+}
 
 /* Sum of the in-flight counts of live owners (for tests and the drain). */
 int64_t inflight_count(struct dioshim_seg *seg);

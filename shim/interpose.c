@@ -53,8 +53,14 @@ static void atfork_parent(void)
 	fdtable_atfork_parent();
 }
 
+/* Our pid, as of the load or the last fork: a vfork child sees its
+ * parent's here (and computes nothing of its own into our memory). */
+static pid_t lib_pid;
+
 static void atfork_child(void)
 {
+	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
+			 __ATOMIC_RELAXED);
 	async_atfork_child();
 	fdtable_atfork_child();
 }
@@ -65,6 +71,8 @@ static void lib_init_once(void)
 	 * application's. */
 	int saved = errno;
 
+	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
+			 __ATOMIC_RELAXED);
 	real_resolve();
 	config_load();
 	if (!config.disable)
@@ -79,12 +87,61 @@ static inline void lib_ensure(void)
 		pthread_once(&lib_once, lib_init_once);
 }
 
+/*
+ * vfork.  The child runs in our memory until it execs or exits: any
+ * bookkeeping it did — a close releasing our slot, the last-user trim, an
+ * open filling our fd table with its numbers — would be done to us.  The
+ * wrapper notes that a vfork happened and jumps to the real one (a vfork
+ * wrapper cannot return through a frame of its own: the child would
+ * clobber it).  From then on, the calls that keep books compare the
+ * caller's pid with ours: a system call, paid only by processes that
+ * vfork.  posix_spawn's child makes no call the shim sees.
+ */
+int dioshim_vforked __attribute__((visibility("hidden"), used));
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"\tmovl $1, dioshim_vforked(%rip)\n"
+	"\tjmp __vfork@PLT\n"
+	".size vfork, .-vfork\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, %function\n"
+	"vfork:\n"
+	"\tadrp x16, dioshim_vforked\n"
+	"\tmov w17, #1\n"
+	"\tstr w17, [x16, :lo12:dioshim_vforked]\n"
+	"\tb __vfork\n"
+	".size vfork, .-vfork\n");
+#endif
+
+
+static __attribute__((noinline)) bool vfork_child_slow(void)
+{
+	pid_t me = __atomic_load_n(&lib_pid, __ATOMIC_RELAXED);
+
+	return me && (pid_t)syscall(SYS_getpid) != me;
+}
+
+/* Whether this is a vfork child running in its parent's memory. */
+static inline bool in_vfork_child(void)
+{
+	return __builtin_expect(
+		       __atomic_load_n(&dioshim_vforked, __ATOMIC_RELAXED), 0) &&
+	       vfork_child_slow();
+}
+
 /* Whether wrappers act at all right now. */
 static inline bool shim_on(void)
 {
 	lib_ensure();
 	return !config.disable && !io_busy &&
-	       !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED);
+	       !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED) &&
+	       !in_vfork_child();
 }
 
 __attribute__((constructor)) static void lib_constructor(void)
@@ -100,16 +157,13 @@ static void lib_detach_all(void)
 {
 	int saved = errno;
 
-	if (config.disable || io_busy ||
+	/* A vfork child shares our memory: its _exit must not detach the
+	 * parent, nor even mark it exiting for a moment (its threads would
+	 * pass their appends through).  It is the only caller whose pid is
+	 * not ours. */
+	if (config.disable || io_busy || vfork_child_slow() ||
 	    __atomic_exchange_n(&lib_exiting, 1, __ATOMIC_RELAXED))
 		return;
-	/* A vfork child shares our memory: its _exit must not detach the
-	 * parent.  It is the only caller whose pid is not ours. */
-	if ((uint64_t)getpid() !=
-	    (owner_self()->pid_start & DIOSHIM_OWNER_PID_MASK)) {
-		__atomic_store_n(&lib_exiting, 0, __ATOMIC_RELAXED);
-		return;
-	}
 	io_busy = 1;
 	async_drain_all();
 	fdtable_release_all();
@@ -138,11 +192,132 @@ EXPORT void _Exit(int status)
 	__builtin_unreachable();
 }
 
+/* ---- exec ---------------------------------------------------------------- */
+
+/*
+ * The new image is another program, maybe not under the shim (a cleared
+ * LD_PRELOAD, a static binary): it keeps our descriptors but none of our
+ * books, so every file is left first as an ending process leaves it — the
+ * last user cuts the reserved tail and removes the record — and the new
+ * image, if shimmed, attaches again on first use.  If the exec fails,
+ * the files are attached again.  execl and friends build an argv and come
+ * here, since glibc's call its internal execve.
+ */
+static bool exec_prepare(void)
+{
+	int saved = errno;
+
+	if (!shim_on())
+		return false;
+	io_busy = 1;
+	async_drain_all();
+	fdtable_exec_prepare();
+	io_busy = 0;
+	errno = saved;
+	return true;
+}
+
+static void exec_failed(bool prepared)
+{
+	int saved = errno;
+
+	if (!prepared)
+		return;
+	io_busy = 1;
+	fdtable_exec_failed();
+	io_busy = 0;
+	errno = saved;
+}
+
+#define EXEC_WRAP(call)                         \
+	({                                      \
+		bool prepared_ = exec_prepare(); \
+		int rc_ = call;                 \
+		exec_failed(prepared_);         \
+		rc_;                            \
+	})
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return EXEC_WRAP(real_execve(path, argv, envp));
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return EXEC_WRAP(real_execv(path, argv));
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return EXEC_WRAP(real_execvp(file, argv));
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	return EXEC_WRAP(real_execvpe(file, argv, envp));
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	return EXEC_WRAP(real_fexecve(fd, argv, envp));
+}
+
+EXPORT int execveat(int dirfd, const char *path, char *const argv[],
+		    char *const envp[], int flags)
+{
+	return EXEC_WRAP(real_execveat(dirfd, path, argv, envp, flags));
+}
+
+/* The argument list of execl*: arg0 and what follows up to NULL, in an
+ * array on the stack (as glibc builds it). */
+#define EXECL_ARGV(argv, arg0, last_fixed)                               \
+	size_t argc_ = 1;                                                \
+	va_list ap_;                                                     \
+	va_start(ap_, last_fixed);                                       \
+	while (va_arg(ap_, const char *))                                \
+		argc_++;                                                 \
+	va_end(ap_);                                                     \
+	char *argv[argc_ + 1];                                           \
+	argv[0] = (char *)(arg0);                                        \
+	va_start(ap_, last_fixed);                                       \
+	for (size_t i_ = 1; i_ <= argc_; i_++)                           \
+		argv[i_] = va_arg(ap_, char *);                          \
+	va_end(ap_)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	EXECL_ARGV(argv, arg, arg);
+	return execv(path, argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	EXECL_ARGV(argv, arg, arg);
+	return execvp(file, argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char *const *envp;
+
+	EXECL_ARGV(argv, arg, arg);
+	/* The environment follows the NULL that ends the arguments. */
+	va_start(ap_, arg);
+	while (va_arg(ap_, const char *))
+		;
+	envp = va_arg(ap_, char *const *);
+	va_end(ap_);
+	return execve(path, argv, envp);
+}
+
 static __attribute__((noinline)) struct ofd *served_slow(int fd)
 {
 	struct ofd *o;
 	int saved = errno;
 
+	/* Adopting an fd would put the child's number in our table. */
+	if (in_vfork_child())
+		return NULL;
 	io_busy = 1;
 	o = fdtable_resolve(fd);
 	io_busy = 0;
@@ -314,9 +489,32 @@ EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 
 /* ---- close and dup ------------------------------------------------------ */
 
+/*
+ * The shim's lifeline descriptors (segment.c) outlive a program's sweep of
+ * its descriptors (closefrom, a close of every number): closing one would
+ * tell processes in other pid namespaces that this one died.  The range
+ * is closed around them.
+ */
+static int close_range_around(unsigned int lo, unsigned int hi, int flags)
+{
+	unsigned int keep[64];
+	int i, n = lifeline_fds(lo, hi, keep, 64);
+
+	for (i = 0; i < n; i++) {
+		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, flags))
+			return -1;
+		if (keep[i] == hi)
+			return 0;
+		lo = keep[i] + 1;
+	}
+	return real_close_range(lo, hi, flags);
+}
+
 EXPORT int close(int fd)
 {
 	BOOKKEEP(fdtable_close(fd));
+	if (__builtin_expect(lifeline_owns_fd(fd), 0) && shim_on())
+		return 0;
 	return real_close(fd);
 }
 
@@ -324,6 +522,8 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
 	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC))
 		BOOKKEEP(fdtable_close_range(lo, hi));
+	if (lo <= hi && shim_on())
+		return close_range_around(lo, hi, flags);
 	return real_close_range(lo, hi, flags);
 }
 
@@ -331,7 +531,10 @@ EXPORT void closefrom(int lowfd)
 {
 	if (lowfd >= 0)
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
-	real_closefrom(lowfd);
+	if (lowfd >= 0 && shim_on())
+		close_range_around((unsigned)lowfd, ~0u, 0);
+	else
+		real_closefrom(lowfd);
 }
 
 EXPORT int fclose(FILE *stream)
@@ -883,7 +1086,7 @@ static int truncate_common(int (*real)(const char *, off_t), const char *path,
 	 * anything else (a FIFO, a device) could block or have effects. */
 	if (!shim_on() || !hint_maybe_live() || len < 0 ||
 	    real_stat(path, &st) || !S_ISREG(st.st_mode) ||
-	    !segment_exists(st.st_dev, st.st_ino))
+	    !segment_exists(&st))
 		return real(path, len);
 	/* truncate is not a cancellation point; the open inside must not
 	 * become one. */

@@ -299,7 +299,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	guard_enter(&g, true);
 	if (pos_locked)
 		pthread_mutex_lock(&o->pos_lock);
-	sh = inflight_enter(f);
+	sh = inflight_enter_fd(f, r->fd);
 	if (!sh) {
 		/* The segment's barrier is unusable: this write goes as is. */
 		ret = real_write_call(r);
@@ -567,12 +567,16 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		return real_ftruncate(fd, len);
 
 	guard_enter(&g, false);
-	if (!barrier_raise(f)) {
+	if (!barrier_raise_fd(f, fd)) {
 		ret = real_ftruncate(fd, len);
 		err = errno;
 		goto out;
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
+	/* Killed between the kernel's truncate and the words below, we would
+	 * leave words that put the next append behind a hole: the mark makes
+	 * whoever takes the barrier over recompute them. */
+	barrier_changing(f);
 	ret = real_ftruncate(fd, len);
 	err = errno;
 	if (ret == 0) {
@@ -612,6 +616,21 @@ static int call_fallocate(int fd, int mode, off_t off, off_t len, bool posix)
 	return real_fallocate(fd, mode, off, len);
 }
 
+/*
+ * [off, end) was punched or zeroed (unwritten now).  Recovery finds eof
+ * from the record and the blocks of data past it: if the block holding
+ * the end of the file lost its data, only a new record can say where the
+ * size is, so the next sync must write one.
+ */
+static void punch_note(struct dioshim_seg *seg, uint64_t off, uint64_t end)
+{
+	uint64_t eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	uint64_t last = eof ? (eof - 1) & ~((uint64_t)seg_blksize(seg) - 1) : 0;
+
+	if (off < eof && end > last)
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
+}
+
 /* A call whose kernel semantics depend on the size (collapse, insert, a
  * mode we do not know): quiesce, drop the reservation, let the kernel act
  * on the true size, and take the size it leaves. */
@@ -622,12 +641,13 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	bool locked, recovered;
 	int ret;
 
-	if (!barrier_raise(f)) {
+	if (!barrier_raise_fd(f, fd)) {
 		ret = call_fallocate(fd, mode, off, len, posix);
 		*err = errno;
 		return ret;
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
+	barrier_changing(f); /* as in io_ftruncate */
 	reserve_trim(f, fd);
 	/* Collapse and insert move blocks: the bitmap means nothing now. */
 	prefill_forget_all(f);
@@ -681,6 +701,8 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		err = errno;
 		if (mode & FALLOC_FL_PUNCH_HOLE)
 			prefill_forget(f, (uint64_t)off, (uint64_t)len);
+		if (data && !(posix ? ret != 0 : ret < 0))
+			punch_note(seg, (uint64_t)off, end);
 		rangelock_write_done(f, &rl);
 		if ((mode & FALLOC_FL_KEEP_SIZE) &&
 		    !(mode & FALLOC_FL_PUNCH_HOLE) && ret == 0 &&
@@ -697,7 +719,7 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		goto out;
 	}
 	/* mode 0 or ZERO_RANGE past eof: the logical size grows to end. */
-	sh = inflight_enter(f);
+	sh = inflight_enter_fd(f, fd);
 	if (!sh) {
 		ret = call_fallocate(fd, mode, off, len, posix);
 		err = errno;

@@ -99,10 +99,10 @@ static void futex_wake_all(_Atomic uint32_t *w)
 
 /* A stripe whose holder is gone: take it over (we are a writer) or free
  * it (we only read).  True if it changed hands. */
-static bool reclaim_dead(struct dioshim_stripe *s, uint64_t holder,
-			 uint64_t to)
+static bool reclaim_dead(uint64_t key, struct dioshim_stripe *s,
+			 uint64_t holder, uint64_t to)
 {
-	if (!holder || owner_alive(holder, s->writer.pidns))
+	if (!holder || owner_alive_in(key, holder, s->writer.pidns))
 		return false;
 	if (!atomic_compare_exchange_strong(&s->writer.pid_start, &holder, to))
 		return false;
@@ -119,7 +119,7 @@ static bool reclaim_dead(struct dioshim_stripe *s, uint64_t holder,
 	return true;
 }
 
-static void stripe_lock(struct dioshim_stripe *s, uint64_t me,
+static void stripe_lock(uint64_t key, struct dioshim_stripe *s, uint64_t me,
 			uint64_t pidns)
 {
 	uint64_t start = 0, free_word;
@@ -148,7 +148,8 @@ static void stripe_lock(struct dioshim_stripe *s, uint64_t me,
 			futex_wait(&s->seq, seq);
 		atomic_fetch_sub(&s->waiters, 1);
 		if (now_ns() - start > STRIPE_PATIENCE_NS) {
-			if (reclaim_dead(s, atomic_load(&s->writer.pid_start),
+			if (reclaim_dead(key, s,
+					 atomic_load(&s->writer.pid_start),
 					 me)) {
 				s->writer.pidns = pidns;
 				return;
@@ -166,6 +167,30 @@ static void stripe_unlock(struct dioshim_stripe *s)
 		futex_wake_all(&s->seq);
 }
 
+void rangelock_release_self(struct dioshim_seg *seg)
+{
+	const struct owner_id *me = owner_self();
+	uint32_t n, shift, i;
+
+	if (!geometry(seg, &n, &shift))
+		return;
+	for (i = 0; i < n; i++) {
+		struct dioshim_stripe *s = &seg->stripe[i];
+		uint64_t holder = me->pid_start;
+
+		if ((uint32_t)s->writer.pidns != (uint32_t)me->pidns ||
+		    !atomic_compare_exchange_strong(&s->writer.pid_start,
+						    &holder, 0))
+			continue;
+		log_msg("extent lock: stripe %u left by our previous image", i);
+		if (atomic_load(&s->seq) & 1)
+			atomic_fetch_add_explicit(&s->seq, 1,
+						  memory_order_release);
+		if (atomic_load(&s->waiters))
+			futex_wake_all(&s->seq);
+	}
+}
+
 bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 		     struct rangelock *rl)
 {
@@ -180,7 +205,8 @@ bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 	if (!rl->active)
 		return false;
 	for_each_stripe(rl, i)
-		stripe_lock(&f->seg->stripe[i], me->pid_start, me->pidns);
+		stripe_lock(f->seg->hint_key, &f->seg->stripe[i],
+			    me->pid_start, me->pidns);
 	return true;
 }
 
@@ -197,7 +223,7 @@ void rangelock_write_done(struct shim_file *f, struct rangelock *rl)
 }
 
 /* Wait until no writer holds stripe s; the (even) count then. */
-static uint32_t stripe_wait_even(struct dioshim_stripe *s)
+static uint32_t stripe_wait_even(uint64_t key, struct dioshim_stripe *s)
 {
 	uint64_t start = 0;
 	unsigned spins = 0;
@@ -218,7 +244,8 @@ static uint32_t stripe_wait_even(struct dioshim_stripe *s)
 			futex_wait(&s->seq, seq);
 		atomic_fetch_sub(&s->waiters, 1);
 		if (now_ns() - start > STRIPE_PATIENCE_NS) {
-			reclaim_dead(s, atomic_load(&s->writer.pid_start), 0);
+			reclaim_dead(key, s, atomic_load(&s->writer.pid_start),
+				     0);
 			start = now_ns();
 		}
 	}
@@ -240,7 +267,8 @@ void rangelock_read_begin(struct shim_file *f, uint64_t off, uint64_t len,
 	if (!rl->active)
 		return;
 	for_each_stripe(rl, i)
-		rl->seq[i] = stripe_wait_even(&f->seg->stripe[i]);
+		rl->seq[i] = stripe_wait_even(f->seg->hint_key,
+					      &f->seg->stripe[i]);
 }
 
 bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl)

@@ -43,4 +43,8 @@ bool rangelock_read_should_lock(void);
 /* Geometry for a new segment, from the configuration. */
 void rangelock_init(struct dioshim_seg *seg);
 
+/* Free the stripes that name this process: held by threads of the image
+ * that exec replaced (same pid and start time, so they look alive). */
+void rangelock_release_self(struct dioshim_seg *seg);
+
 #endif

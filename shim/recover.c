@@ -7,20 +7,30 @@
  * describes: whatever makes that size durable — a journal commit, fsync,
  * or the fdatasync that commits an unwritten-extent conversion — makes the
  * record durable too.  It is rewritten at fsync only when recovery from it
- * would be wrong (the logical size grew without data since); appends need
- * no rewrite, since recovery keeps every written block past the record.
+ * would be wrong: recovery keeps every block of data past the record, so
+ * appends of whole blocks need no rewrite, but a size inside a block (it
+ * would come back rounded up), grown without data or whose last block was
+ * punched (it would come back short) does (record_stale).
+ *
+ * Data is found from the extent map (FIEMAP), never from SEEK_DATA over a
+ * page cache that a reader outside the shim may have filled with zeros
+ * over the reserved, unwritten blocks.
  */
 #define _GNU_SOURCE
 #include "recover.h"
 
 #include "dioshim.h"
 #include "log.h"
+#include "segment.h"
 #include "sys.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 struct recover_report recover_last;
 
@@ -62,17 +72,20 @@ void recover_drop_cache(int fd, uint64_t from, uint64_t to)
 	/* Clean cached pages over unwritten extents (a buffered reader read
 	 * the reserved tail: readahead caches zeros) are data to SEEK_DATA;
 	 * they hold nothing, so they go first.  Dirty pages stay, and count:
-	 * they are someone's buffered writes. */
+	 * they are someone's buffered writes.  Pages that stay mapped, or
+	 * large folios reaching below from, cannot be dropped: hence the
+	 * extent map, where there is one. */
 	if (to > from)
 		syscall(SYS_fadvise64, fd, (off_t)from, (off_t)(to - from),
 			POSIX_FADV_DONTNEED);
 }
 
-uint64_t recover_data_end(int fd, uint64_t from)
+static uint64_t seek_data_end(int fd, uint64_t from, uint64_t size)
 {
 	uint64_t end = from;
 	off_t d = (off_t)from, h;
 
+	recover_drop_cache(fd, from, size);
 	for (;;) {
 		d = sys_lseek(fd, d, SEEK_DATA);
 		if (d < 0)
@@ -84,6 +97,89 @@ uint64_t recover_data_end(int fd, uint64_t from)
 		d = h;
 	}
 	return end;
+}
+
+#define FIEMAP_BATCH 32
+
+/*
+ * The end of the last data extent in [from, size), or from; false if the
+ * filesystem has no extent map (tmpfs) or the map cannot be read.
+ *
+ * A buffered write over an unwritten extent (a program outside the shim
+ * writing into the reserved tail) is data only in the page cache until
+ * writeback converts the extent: the range is written back first, and
+ * both ext4 and XFS end a page's writeback only after the conversion.
+ * A write into a hole not yet written back is a delayed allocation, which
+ * the map reports as such: data.
+ */
+static bool fiemap_data_end(int fd, uint64_t from, uint64_t size,
+			    uint64_t *end)
+{
+	union {
+		struct fiemap fm;
+		char buf[sizeof(struct fiemap) +
+			 FIEMAP_BATCH * sizeof(struct fiemap_extent)];
+	} u;
+	uint64_t pos = from, last_end;
+	unsigned i;
+
+	*end = from;
+	syscall(SYS_sync_file_range, fd, (off_t)from, (off_t)(size - from),
+		SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+			SYNC_FILE_RANGE_WAIT_AFTER);
+	while (pos < size) {
+		memset(&u.fm, 0, sizeof(u.fm));
+		u.fm.fm_start = pos;
+		u.fm.fm_length = size - pos;
+		u.fm.fm_extent_count = FIEMAP_BATCH;
+		if (syscall(SYS_ioctl, fd, FS_IOC_FIEMAP, &u.fm))
+			return false;
+		if (!u.fm.fm_mapped_extents ||
+		    u.fm.fm_mapped_extents > FIEMAP_BATCH)
+			break;
+		for (i = 0; i < u.fm.fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &u.fm.fm_extents[i];
+			uint64_t e_end = e->fe_logical + e->fe_length;
+
+			if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
+			    e->fe_logical < size && e_end > *end)
+				*end = e_end;
+		}
+		i = u.fm.fm_mapped_extents - 1;
+		if (u.fm.fm_extents[i].fe_flags & FIEMAP_EXTENT_LAST)
+			break;
+		last_end = u.fm.fm_extents[i].fe_logical +
+			   u.fm.fm_extents[i].fe_length;
+		if (last_end <= pos)
+			break; /* no progress: a map we do not understand */
+		pos = last_end;
+	}
+	/* The last block of data may reach past the size (the size is
+	 * inside it): the data ends at the size. */
+	if (*end > size)
+		*end = size;
+	return true;
+}
+
+uint64_t recover_data_end(int fd, uint64_t from)
+{
+	struct stat st;
+	uint64_t size, end;
+
+	if (sys_fstat(fd, &st))
+		return from;
+	size = (uint64_t)st.st_size;
+	if (from >= size)
+		return from;
+	if (fiemap_data_end(fd, from, size, &end))
+		return end;
+	return seek_data_end(fd, from, size);
+}
+
+/* A block size to round with, whoever passed it. */
+static uint64_t valid_blksize(uint64_t bs)
+{
+	return bs >= 512 && bs <= (1u << 20) && !(bs & (bs - 1)) ? bs : 4096;
 }
 
 int recover_writable_fd(int fd)
@@ -100,7 +196,15 @@ int recover_writable_fd(int fd)
 enum recover_outcome recover_fd(int fd, uint32_t blksize,
 				struct recover_report *rep)
 {
-	uint64_t start, aligned, target, data;
+	return recover_fd_hint(fd, blksize, NULL, rep);
+}
+
+enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
+				     const struct recover_hint *hint,
+				     struct recover_report *rep)
+{
+	uint64_t bs = valid_blksize(blksize), start, base, aligned, target;
+	uint64_t data;
 	struct stat st;
 
 	memset(rep, 0, sizeof(*rep));
@@ -113,11 +217,23 @@ enum recover_outcome recover_fd(int fd, uint32_t blksize,
 						: rep->size_before;
 	/* Anything written past the recorded EOF stays: appends after the
 	 * record, and writes in flight at the crash that made it to disk.
-	 * The block holding EOF is the application's own. */
-	aligned = (start + blksize - 1) / blksize * blksize;
-	recover_drop_cache(fd, aligned, rep->size_before);
-	data = recover_data_end(fd, aligned);
+	 * The block holding EOF is the application's own: data is looked
+	 * for from its start, but only data past it moves the size. */
+	base = start / bs * bs;
+	aligned = base < start ? base + bs : start;
+	data = recover_data_end(fd, base);
 	target = data > aligned ? data : start;
+	/* Recovery sees data by whole blocks; where in the last one the size
+	 * was, only the dead users' segment knows (appends of 512 bytes end
+	 * inside a block).  Its eof is taken only inside that last block of
+	 * data, and only if its record is the one on the file: never past
+	 * the data nor below the record, so a word that outlived its writers
+	 * (or that another process wrote) moves the size by less than a
+	 * block, over bytes of a block that holds data. */
+	if (hint && hint->rec_eof == rep->rec_eof &&
+	    hint->rec_phys == rep->rec_phys && hint->eof >= start &&
+	    hint->eof <= data && hint->eof + bs > data)
+		target = hint->eof;
 	if (target > rep->size_before)
 		target = rep->size_before;
 	if (target < rep->size_before) {
@@ -144,4 +260,64 @@ enum recover_outcome recover_fd(int fd, uint32_t blksize,
 		rep->rec_eof, rep->rec_phys, rep->size_before,
 		rep->size_after);
 	return rep->outcome;
+}
+
+void recover_words(struct dioshim_seg *seg, int fd)
+{
+	uint64_t bs = seg_blksize(seg), size, eof, aligned, data;
+	uint64_t rec_eof, rec_phys, want;
+	struct stat st;
+
+	if (sys_fstat(fd, &st)) {
+		log_msg("cannot read the size to recompute the words: %s",
+			strerror(errno));
+		return;
+	}
+	size = (uint64_t)st.st_size;
+	eof = atomic_load(&seg->eof);
+	if (eof > size)
+		eof = size;
+	/* Data past eof was written (a writer killed between its write and
+	 * publishing it) — or eof is not to be trusted: either way the size
+	 * reaches at least to the end of the data. */
+	aligned = (eof + bs - 1) / bs * bs;
+	data = recover_data_end(fd, aligned);
+	if (data > aligned)
+		eof = data < size ? data : size;
+	atomic_store(&seg->phys, size);
+	atomic_store(&seg->eof, eof);
+	/* Nobody is writing: no append holds a claim past eof. */
+	atomic_store(&seg->tail, eof);
+	if (atomic_load(&seg->synced_eof) > eof)
+		atomic_store(&seg->synced_eof, eof);
+	if (atomic_load(&seg->async_end) > size)
+		atomic_store(&seg->async_end, size);
+
+	/* The record must let recovery find eof with what is reserved now;
+	 * where it cannot be made to, recorded_phys stays apart from phys,
+	 * so the next sync tries again (record_stale). */
+	if (size <= eof) {
+		if (record_remove(fd)) {
+			atomic_store(&seg->recorded_eof, 0);
+			atomic_store(&seg->recorded_phys, 0);
+		}
+		return;
+	}
+	want = atomic_load(&seg->recorded_eof);
+	if (want < atomic_load(&seg->synced_eof))
+		want = atomic_load(&seg->synced_eof);
+	if (want > eof)
+		want = eof;
+	if (record_read(fd, &rec_eof, &rec_phys) && rec_phys == size &&
+	    rec_eof == want) {
+		atomic_store(&seg->recorded_eof, rec_eof);
+		atomic_store(&seg->recorded_phys, rec_phys);
+	} else if (record_write(fd, want, size)) {
+		atomic_store(&seg->recorded_eof, want);
+		atomic_store(&seg->recorded_phys, size);
+	} else {
+		atomic_store(&seg->recorded_phys, 0);
+		log_msg("cannot record eof after recomputing the words: %s",
+			strerror(errno));
+	}
 }

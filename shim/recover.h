@@ -22,11 +22,17 @@ bool record_write(int fd, uint64_t eof, uint64_t phys);
 bool record_read(int fd, uint64_t *eof, uint64_t *phys);
 bool record_remove(int fd);
 
-/* Drop clean cached pages of [from, to), before looking for data there. */
+/* Drop clean cached pages of [from, to) (for the SEEK_DATA fallback of
+ * recover_data_end, where cached zeros would count as data). */
 void recover_drop_cache(int fd, uint64_t from, uint64_t to);
 
-/* End of the data at or past from (block-aligned), or from when
- * [from, size) holds none: unwritten extents count as holes. */
+/*
+ * End of the data at or past from (the end of a block, or the size), or
+ * from when [from, size) holds none.  Read from the kernel's extent map
+ * (FIEMAP), after writing back dirty pages of the range: unwritten
+ * extents hold no data, whatever the page cache holds over them; delayed
+ * allocations do.  SEEK_DATA where the filesystem has no extent map.
+ */
 uint64_t recover_data_end(int fd, uint64_t from);
 
 enum recover_outcome {
@@ -50,6 +56,36 @@ int recover_writable_fd(int fd);
  * the file meanwhile (the caller holds the segment's attach_lock). */
 enum recover_outcome recover_fd(int fd, uint32_t blksize,
 				struct recover_report *rep);
+
+/*
+ * What the segment of processes that were all killed says (a kill -9:
+ * the segment outlived them, the machine did not go down): the eof they
+ * last published, and the record they had written.  Used only if that
+ * record is the one on the file, and only to place the size inside the
+ * last block of data recovery finds past the record: appends made after
+ * the record end there, not at the end of the block.
+ */
+struct recover_hint {
+	uint64_t eof, rec_eof, rec_phys;
+};
+
+/* recover_fd, told where the dead users' size was (hint may be NULL). */
+enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
+				     const struct recover_hint *hint,
+				     struct recover_report *rep);
+
+struct dioshim_seg;
+
+/*
+ * Recompute the size words of seg from the kernel's size, after a process
+ * died between changing that size and moving the words (a truncate cut
+ * short): phys is the kernel's size, eof and tail the smaller of it and
+ * the old eof — or the end of data written past that eof — and the record
+ * is made to describe what is reserved.  Nothing is cut.  Nobody may be
+ * writing meanwhile: the barrier is up and drained and ext_lock held, or
+ * the caller is the segment's first live user.
+ */
+void recover_words(struct dioshim_seg *seg, int fd);
 
 /* The last recovery this process ran, for the dioshim command. */
 extern struct recover_report recover_last;

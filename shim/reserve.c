@@ -123,15 +123,15 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		chunk = reserve_chunk_bound(chunk,
 					    (uint64_t)sfs.f_bavail *
 						    (uint64_t)sfs.f_bsize,
-					    seg->blksize);
+					    seg_blksize(seg));
 
 	/* A write far past the end leaves the gap a hole: reserve from the
 	 * write's block, not from phys, and a chunk past the write, so that
 	 * the writes that follow it find their blocks too. */
-	start = off / seg->blksize * seg->blksize;
+	start = off / seg_blksize(seg) * seg_blksize(seg);
 	if (start < phys)
 		start = phys;
-	new_phys = round_up((end > phys ? end : phys) + chunk, seg->blksize);
+	new_phys = round_up((end > phys ? end : phys) + chunk, seg_blksize(seg));
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		/* Past the limit the kernel sends SIGXFSZ: only the
 		 * application's own write may do that. */
@@ -147,6 +147,13 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	 * may not survive a crash, and recovery must not keep their size
 	 * without their data (what survives of them, it keeps as data). */
 	eof = atomic_load(&seg->synced_eof);
+	/* Nor below what a sync in progress has just recorded for itself
+	 * (record_refresh, before its kernel sync): replacing its record
+	 * with an older eof would let that sync make the older one durable. */
+	if (eof < atomic_load(&seg->recorded_eof))
+		eof = atomic_load(&seg->recorded_eof);
+	if (eof > atomic_load(&seg->eof))
+		eof = atomic_load(&seg->eof);
 	if (!record_write(fd, eof, new_phys)) {
 		if (errno == EOPNOTSUPP || errno == ENOTSUP) {
 			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
@@ -297,8 +304,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
 	 * its write but before moving eof) ends where the data ends. */
-	aligned = round_up(eof, seg->blksize);
-	recover_drop_cache(fd, aligned, (uint64_t)st.st_size);
+	aligned = round_up(eof, seg_blksize(seg));
 	target = recover_data_end(fd, aligned);
 	if (target <= aligned)
 		target = eof; /* no data past the block holding eof */

@@ -63,19 +63,32 @@ bool record_forget(struct shim_file *f, int fd);
  */
 bool record_refresh(struct shim_file *f, int fd);
 
-/* Whether the record no longer lets recovery find the logical size: the
- * reservation changed without a record, or the size grew without data. */
+/*
+ * Whether the record no longer lets recovery find the logical size: the
+ * reservation changed without a record, the size grew without data or
+ * lost its last block of data (fallocate, punch), or eof moved since the
+ * record to inside a block.  Recovery keeps the recorded eof and every
+ * block of data past it, so eof is found without a new record only where
+ * it ends a block of data; a size inside one (appends of 512 bytes) would
+ * come back rounded up to the block.  Appends of whole blocks, the
+ * common case, need no record at a sync.
+ */
 static inline bool record_stale(struct dioshim_seg *seg)
 {
 	uint64_t phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
+	uint64_t eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	uint64_t rec;
 
-	if (phys <= atomic_load_explicit(&seg->eof, memory_order_acquire))
+	if (phys <= eof)
 		return atomic_load_explicit(&seg->recorded_phys,
 					    memory_order_relaxed) != 0;
-	return atomic_load_explicit(&seg->recorded_phys,
-				    memory_order_relaxed) != phys ||
-	       (atomic_load_explicit(&seg->flags, memory_order_relaxed) &
-		DIOSHIM_SEGF_SIZE_NO_DATA);
+	if (atomic_load_explicit(&seg->recorded_phys, memory_order_relaxed) !=
+		    phys ||
+	    (atomic_load_explicit(&seg->flags, memory_order_relaxed) &
+	     DIOSHIM_SEGF_SIZE_NO_DATA))
+		return true;
+	rec = atomic_load_explicit(&seg->recorded_eof, memory_order_relaxed);
+	return rec > eof || (rec < eof && (eof & (seg_blksize(seg) - 1)));
 }
 
 /* Re-read phys, eof and tail from the kernel size after a size change the

@@ -22,6 +22,7 @@ struct shim_file {
 	/* asynchronous writes in flight (async.c, under its lock): the
 	 * first pins the attachment with one reference, the last drops it */
 	unsigned async_ops;
+	bool exec_released; /* slot given back for an exec; under files_lock */
 	struct shim_file *next; /* the process's list; under files_lock */
 };
 
@@ -33,8 +34,17 @@ struct owner_id {
 const struct owner_id *owner_self(void);
 /* Recompute after fork (the child is a new process). */
 void owner_refresh(void);
-/* False only when the process named is known to be gone. */
+/* False only when the process named is known to be gone: through /proc
+ * in our pid namespace, else through its lifeline in the place (a
+ * segment's hint_key) where it is registered. */
+#define LIFELINE_NONE UINT64_MAX
+bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns);
 bool owner_alive(uint64_t pid_start, uint64_t pidns);
+/* Whether fd is one of the shim's own lifeline descriptors, which the
+ * program's closes must leave open. */
+bool lifeline_owns_fd(int fd);
+/* Those of them in [lo, hi], ascending, at most max. */
+int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max);
 
 /*
  * What a file looks like to the segment code: filled from one statx of the
@@ -48,6 +58,8 @@ struct file_id {
 	uint32_t birth_kind;
 	int64_t birth_sec;
 	uint32_t birth_nsec;
+	uint64_t birth_gen;
+	uint32_t uid, gid, mode; /* who may write it: who may join */
 };
 
 /* statx the fd; false if not a regular file dioshim may accelerate (wrong
@@ -60,6 +72,13 @@ bool file_identify(int fd, struct file_id *id);
  * has no usable segment: the caller passes the call through.
  */
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create);
+
+/* Before exec: give back our slot in f's file (fd, still open, names
+ * it), trimming as its last user would.  f->slot is -1 afterwards. */
+void segment_exec_release(struct shim_file *f, int fd);
+/* exec failed: take a slot again.  False when the segment is gone (we
+ * were its last user): the caller attaches anew. */
+bool segment_exec_undo(struct shim_file *f);
 
 /* Take one more reference (an asynchronous write in flight pins the
  * attachment until its completion is seen). */
@@ -75,8 +94,8 @@ void segment_put(struct shim_file *f, int fd);
 bool segment_peek_eof(const struct stat *st, const char *path_or_null,
 		      int dirfd, int at_flags, uint64_t *eof);
 
-/* Whether a segment exists by the name of (dev, ino) (valid or not). */
-bool segment_exists(uint64_t dev, uint64_t ino);
+/* Whether a segment exists by the name of file (valid or not). */
+bool segment_exists(const struct stat *file);
 
 /* Detach from every segment (exit, _exit). */
 void segment_detach_all(void);
@@ -93,19 +112,28 @@ void segment_atfork_parent(void);
  * process (left by the image we replaced with exec). */
 void segment_reclaim_self(void);
 
+/* Call fn with the path of every segment file under the segment
+ * directory (its group directories included). */
+void segment_scan(void (*fn)(const char *));
+
 /* The hint: false means no segment exists for this user right now. */
 bool hint_maybe_live(void);
 
-/* The hint once mapped (NULL before, or if unusable): for the one-load
- * check on the path of every call the shim does not serve. */
-extern struct dioshim_hint *hint_mapped;
+/* The hints this process reads (its user's and its groups'), once
+ * mapped (hint_count 0 before, or if one is unusable): for the check on
+ * the path of every call the shim does not serve, a few loads. */
+extern struct dioshim_hint *hint_set[];
+extern int hint_count;
 
 static inline bool hint_surely_dead(void)
 {
-	struct dioshim_hint *h = __atomic_load_n(&hint_mapped,
-						 __ATOMIC_ACQUIRE);
+	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);
 
-	return h && !atomic_load_explicit(&h->live, memory_order_relaxed);
+	for (i = 0; i < n; i++)
+		if (atomic_load_explicit(&hint_set[i]->live,
+					 memory_order_relaxed))
+			return false;
+	return n > 0;
 }
 /* Generation of segment creations; changes whenever a segment appears.
  * UINT64_MAX when the hint is unusable (callers then always re-check). */
@@ -116,12 +144,40 @@ uint64_t hint_gen(void);
 bool seg_lock(pthread_mutex_t *m, bool *recovered);
 void seg_unlock(pthread_mutex_t *m);
 
-/* Name of a file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
+/* Name of a private file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
 int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
+/* Name of the segment of a file (dev, ino, mode, gid): the one above, or,
+ * for a group-writable file, the same name in its group's directory
+ * "<shm_dir>/dioshim-g<gid>" (made when make says so).  -1 when that
+ * directory is unusable: the file is then served for no one. */
+int segment_path_of(char *buf, size_t cap, uint64_t dev, uint64_t ino,
+		    uint32_t mode, uint32_t gid, bool make);
 
 /* Whether a live process has asynchronous writes in flight to seg's file
  * (the kernel's truncate would wait for them, then cut them). */
 bool async_in_flight(struct dioshim_seg *seg);
+
+/* The segment's block size, bounded where it is used: a word another
+ * writer can change must not become a divisor of zero. */
+static inline uint32_t seg_blksize(const struct dioshim_seg *seg)
+{
+	uint32_t b = __atomic_load_n(&seg->blksize, __ATOMIC_RELAXED);
+
+	return b >= 512 && b <= (1u << 20) && !(b & (b - 1)) ? b : 4096;
+}
+
+/* How many slots of seg may be in use (and are backed): the bound of
+ * every walk of seg->slot[]. */
+static inline int seg_slots(const struct dioshim_seg *seg)
+{
+	uint32_t n = atomic_load_explicit(&seg->slots_hi, memory_order_acquire);
+
+	return n > DIOSHIM_MAX_PROCS ? DIOSHIM_MAX_PROCS : (int)n;
+}
+
+/* Free slot i, whose owner o was found dead (a CAS: freed once, whoever
+ * else found it too).  True if this call freed it. */
+bool slot_free_dead(struct dioshim_seg *seg, int i, uint64_t o);
 
 /* Processes attached to seg and alive. */
 int segment_live_users(struct dioshim_seg *seg);

@@ -34,13 +34,19 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 1u
+#define DIOSHIM_LAYOUT_VERSION 2u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
 #define DIOSHIM_HINT_PREFIX "dioshim-hint."
+/* a group's directory: segments of its group-writable files, its hint */
+#define DIOSHIM_GROUP_PREFIX "dioshim-g"
 
-#define DIOSHIM_MAX_PROCS 128 /* attach slots: processes with the file open */
+/* Attach slots: processes with the file open.  The table is as large as
+ * any real workload needs, and costs only the pages in use: slots are
+ * handed out lowest first, and the pages up to slots_hi are allocated
+ * before a slot there is used (see struct dioshim_seg). */
+#define DIOSHIM_MAX_PROCS 4096
 #define DIOSHIM_SLOT_SHARDS 4 /* in-flight shards per process */
 #define DIOSHIM_STRIPES 512 /* extent-lock stripes (at most; see config) */
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
@@ -57,6 +63,10 @@ enum dioshim_seg_state {
 enum dioshim_birth_kind {
 	DIOSHIM_BIRTH_NONE = 0, /* the filesystem reports none */
 	DIOSHIM_BIRTH_BTIME = 1, /* statx btime */
+	/* btime and the inode generation (FS_IOC_GETVERSION, ext4 and
+	 * XFS): a file re-created in the same clock tick can get its inode
+	 * number and btime back, never its generation */
+	DIOSHIM_BIRTH_GEN = 2,
 };
 
 /* dioshim_seg.flags */
@@ -68,12 +78,18 @@ enum dioshim_birth_kind {
  * Owner of a slot or a lock: a process, named so that a recycled pid never
  * passes for the process that died.  pid alone is not enough; starttime is
  * field 22 of /proc/PID/stat (clock ticks since boot), pidns the inode of
- * /proc/self/ns/pid (a pid is only meaningful inside its namespace).
+ * /proc/self/ns/pid (a pid is only meaningful inside its namespace).  The
+ * high half of pidns is the image's lifeline token: a process holds an
+ * OFD lock on byte DIOSHIM_LIFELINE_BASE + token of the hint file of each
+ * place it has slots in, so that a process in another pid namespace (or
+ * without /proc) can tell whether it lives: the kernel drops the lock when
+ * the process dies or execs.
  */
 struct dioshim_owner {
 	DIOSHIM_ATOMIC(uint64_t) pid_start; /* pid | starttime << 22; 0 = free */
-	uint64_t pidns;
+	uint64_t pidns; /* pid namespace inode | lifeline token << 32 */
 };
+#define DIOSHIM_LIFELINE_BASE (1ULL << 40)
 #define DIOSHIM_OWNER_PID_BITS 22
 #define DIOSHIM_OWNER_PID_MASK ((1ULL << DIOSHIM_OWNER_PID_BITS) - 1)
 
@@ -169,7 +185,10 @@ struct dioshim_seg {
 	uint64_t policy_pad[3];
 
 	/*
-	 * Barrier: raised (non-zero) while a size change drains the writers.
+	 * Barrier: raised (non-zero) while a size change drains the writers;
+	 * 2 (BARRIER_CHANGING, inflight.h) from just before the kernel's size
+	 * changes, so that whoever takes barrier_lock from a raiser that died
+	 * there recomputes the size words from the kernel's size first.
 	 * Writers read it after announcing themselves in their shard; the
 	 * raiser reads the shards after raising it (both seq_cst: one of the
 	 * two always sees the other).
@@ -188,11 +207,19 @@ struct dioshim_seg {
 	pthread_mutex_t ext_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
 	pthread_mutex_t attach_lock __attribute__((aligned(DIOSHIM_CACHELINE)));
 
-	/* Attach table: users counts the owned slots, under attach_lock. */
+	/* Attach table: users counts the owned slots.  slots_hi bounds every
+	 * walk of slot[]: no slot at or past it has ever been used, and the
+	 * pages below it are allocated.  It only grows, under attach_lock,
+	 * after the pages it adds are backed; readers bound it by
+	 * DIOSHIM_MAX_PROCS. */
 	DIOSHIM_ATOMIC(uint32_t) users __attribute__((aligned(DIOSHIM_CACHELINE)));
-	uint32_t users_pad;
+	DIOSHIM_ATOMIC(uint32_t) slots_hi;
 	struct dioshim_owner creator;
-	uint64_t attach_pad[5];
+	uint64_t birth_gen; /* identity: with birth_kind GEN, written once */
+	/* the hint that counts this segment (HINT_GROUP_BIT | gid, or a
+	 * uid): its creator added to it, its last detacher subtracts */
+	uint64_t hint_key;
+	uint64_t attach_pad[3];
 
 	/* Group commit (DESIGN.md 2.7) and the durable-EOF record (5). */
 	DIOSHIM_ATOMIC(uint64_t) sync_seq __attribute__((aligned(DIOSHIM_CACHELINE)));
@@ -224,7 +251,6 @@ struct dioshim_seg {
 		uint64_t pad2;
 	} done[DIOSHIM_DONE_RING] __attribute__((aligned(DIOSHIM_CACHELINE)));
 
-	struct dioshim_slot slot[DIOSHIM_MAX_PROCS];
 	/* The extent-lock table's geometry, fixed by the creator (from
 	 * DIOSHIM_STRIPES, DIOSHIM_STRIPE_SIZE): every user maps ranges alike */
 	uint32_t stripes __attribute__((aligned(DIOSHIM_CACHELINE)));
@@ -240,7 +266,12 @@ struct dioshim_seg {
 	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t prefill_pad[7];
 	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];
+
+	/* Last, page-aligned: only the pages below slots_hi are backed. */
+	struct dioshim_slot slot[DIOSHIM_MAX_PROCS] __attribute__((aligned(4096)));
 };
+/* The part of a segment allocated when it is made: all but the slots. */
+#define DIOSHIM_SEG_HEAD offsetof(struct dioshim_seg, slot)
 
 /*
  * The hint: one small segment per user (or per group, in group mode) that
@@ -282,13 +313,10 @@ _Static_assert(offsetof(struct dioshim_seg, path) == 10 * DIOSHIM_CACHELINE,
 	       "path");
 _Static_assert(offsetof(struct dioshim_seg, done) == 14 * DIOSHIM_CACHELINE,
 	       "done ring");
-_Static_assert(offsetof(struct dioshim_seg, slot) == 46 * DIOSHIM_CACHELINE,
-	       "slots");
-_Static_assert(offsetof(struct dioshim_seg, stripe) ==
-		       47 * DIOSHIM_CACHELINE +
-			       DIOSHIM_MAX_PROCS * sizeof(struct dioshim_slot),
-	       "stripes");
-_Static_assert(sizeof(struct dioshim_seg) <= 128 * 1024, "segment budget");
+_Static_assert(offsetof(struct dioshim_seg, stripes) == 46 * DIOSHIM_CACHELINE,
+	       "stripe geometry");
+_Static_assert(offsetof(struct dioshim_seg, slot) % 4096 == 0, "slot pages");
+_Static_assert(DIOSHIM_SEG_HEAD <= 48 * 1024, "segment head budget");
 _Static_assert(sizeof(struct dioshim_hint) == 2 * DIOSHIM_CACHELINE, "hint");
 #endif
 

@@ -143,14 +143,16 @@ static int status(char **files)
 			rc = 1;
 			continue;
 		}
-		segment_path(path, sizeof(path), st.st_dev, st.st_ino);
-		seg = segment_map_path(path, false);
+		seg = segment_path_of(path, sizeof(path), st.st_dev, st.st_ino,
+				      st.st_mode, st.st_gid, false) ?
+			      NULL :
+			      segment_map_path(path, false);
 		if (!seg) {
 			printf("%s: no segment (size %lld)\n", *files,
 			       (long long)st.st_size);
 			continue;
 		}
-		for (i = 0; i < DIOSHIM_MAX_PROCS; i++) {
+		for (i = 0; i < seg_slots(seg); i++) {
 			struct dioshim_slot *s = &seg->slot[i];
 
 			if (!atomic_load(&s->owner.pid_start))
@@ -227,8 +229,10 @@ static int recover_one(const char *file)
 		recover_last = rep;
 		goto report;
 	}
-	segment_path(segpath, sizeof(segpath), id.dev, id.ino);
-	seg = segment_map_path(segpath, false);
+	seg = segment_path_of(segpath, sizeof(segpath), id.dev, id.ino,
+			      id.mode, id.gid, false) ?
+		      NULL :
+		      segment_map_path(segpath, false);
 	if (seg) {
 		users = segment_live_users(seg);
 		segment_unmap(seg);
@@ -275,59 +279,57 @@ static int recover(char **files)
 }
 
 /* Remove segments nobody alive uses, cutting the tails they reserved. */
+static int gc_rc;
+
+static void gc_one(const char *segpath)
+{
+	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
+	const char *name = strrchr(segpath, '/') + 1;
+	char file[256];
+
+	switch (segment_gc(segpath, file, sizeof(file))) {
+	case GC_IN_USE:
+		printf("%s: in use (%s)\n", name, file);
+		break;
+	case GC_REMOVED:
+		printf("%s: removed (%s)\n", name, file);
+		break;
+	case GC_FOREIGN:
+		printf("%s: not ours or unreadable: left alone\n", name);
+		break;
+	case GC_NEEDS_FILE: {
+		struct stat st;
+		unsigned long long dev, ino;
+
+		/* The recorded path must still name that inode. */
+		if (sscanf(name + plen, "%llx.%llx", &dev, &ino) == 2 &&
+		    file[0] && stat(file, &st) == 0 &&
+		    (unsigned long long)st.st_dev == dev &&
+		    (unsigned long long)st.st_ino == ino) {
+			gc_rc |= recover_one(file);
+		} else {
+			printf("%s: a reserved tail is left and its file is "
+			       "not at %s: run dioshim recover on it\n",
+			       name, file[0] ? file : "(unknown)");
+			gc_rc = 1;
+		}
+		break;
+	}
+	}
+}
+
 static int gc(void)
 {
-	char segpath[PATH_MAX], file[256];
-	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
-	struct dirent *d;
-	int rc = 0;
-	DIR *dir = opendir(config.shm_dir);
+	struct stat st;
 
-	if (!dir) {
+	if (stat(config.shm_dir, &st)) {
 		fprintf(stderr, "dioshim: %s: %s\n", config.shm_dir,
 			strerror(errno));
 		return 1;
 	}
-	while ((d = readdir(dir))) {
-		if (strncmp(d->d_name, DIOSHIM_SEG_PREFIX, plen) ||
-		    strstr(d->d_name, ".tmp"))
-			continue;
-		snprintf(segpath, sizeof(segpath), "%s/%s", config.shm_dir,
-			 d->d_name);
-		switch (segment_gc(segpath, file, sizeof(file))) {
-		case GC_IN_USE:
-			printf("%s: in use (%s)\n", d->d_name, file);
-			break;
-		case GC_REMOVED:
-			printf("%s: removed (%s)\n", d->d_name, file);
-			break;
-		case GC_FOREIGN:
-			printf("%s: not ours or unreadable: left alone\n",
-			       d->d_name);
-			break;
-		case GC_NEEDS_FILE: {
-			struct stat st;
-			unsigned long long dev, ino;
-
-			/* The recorded path must still name that inode. */
-			if (sscanf(d->d_name + plen, "%llx.%llx", &dev, &ino) ==
-				    2 &&
-			    file[0] && stat(file, &st) == 0 &&
-			    (unsigned long long)st.st_dev == dev &&
-			    (unsigned long long)st.st_ino == ino) {
-				rc |= recover_one(file);
-			} else {
-				printf("%s: a reserved tail is left and its file "
-				       "is not at %s: run dioshim recover on it\n",
-				       d->d_name, file[0] ? file : "(unknown)");
-				rc = 1;
-			}
-			break;
-		}
-		}
-	}
-	closedir(dir);
-	return rc;
+	gc_rc = 0;
+	segment_scan(gc_one);
+	return gc_rc;
 }
 
 int main(int argc, char **argv)

@@ -72,13 +72,21 @@ fs_require() {
 # The size of a file as a process outside the shim sees it.
 real_size() { noshim stat -c %s "$1"; }
 
+# The segment of a file: in the segment directory, or in its group's
+# directory there for a group-writable file.
+segment_of() {
+	local dir=${2:-$DIOSHIM_SHM_DIR}
+	if [ $((0$(noshim stat -c %a "$1") & 020)) -ne 0 ]; then
+		dir=$dir/dioshim-g$(noshim stat -c %g "$1")
+	fi
+	printf '%s/dioshim.%x.%x' "$dir" "$(noshim stat -c %d "$1")" \
+		"$(noshim stat -c %i "$1")"
+}
+
 # No segment may be left for a file once every writer has gone.
 assert_no_segment() {
-	local dev ino
-	dev=$(noshim stat -c %d "$1")
-	ino=$(noshim stat -c %i "$1")
 	local seg
-	seg=$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" "$dev" "$ino")
+	seg=$(segment_of "$1" "${2:-}")
 	if [ -e "$seg" ]; then
 		echo "segment $seg still exists" >&2
 		return 1

@@ -148,26 +148,33 @@ plant_then_probe() {
 	grep -q "corrupt" "$DIOSHIM_LOG"
 }
 
-@test "a group-mode segment is refused by a process configured 0600, and used by one configured 0660" {
-	plant_then_probe
-	( DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+@test "a segment writable by more than its file is refused; a group-writable file's segment is the group's and is used" {
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
 	SEG=$(seg_of "$F")
-	[ "$(stat -c %a "$SEG")" = 660 ]
-	cp -p "$SEG" "$BATS_TEST_TMPDIR/seg660"
+	[ "$(stat -c %a "$SEG")" = 600 ]
 	cp -p "$F" "$BATS_TEST_TMPDIR/file"
-	# A 0600 process refuses it and passes through...
+	# The file is 644: a segment its group may write is not its own.
+	chmod 660 "$SEG"
 	run timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b
 	[ "$status" -eq 0 ]
 	check_b "$output"
 	[ "$output" != "size 65536 appended-at 32768" ]
 	grep -q "not ours" "$DIOSHIM_LOG"
-	# ... a 0660 one uses it: the dead writer's tail is cut first.
+	rm -f "$SEG"
+	# A group-writable file: its segment goes to the group's directory,
+	# with the file's group, and the next writer takes it over (the
+	# dead writer's tail is cut first).
 	cp -p "$BATS_TEST_TMPDIR/file" "$F"
-	rm -f "$(seg_of "$F")"
-	( DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
-	run timeout 60 env DIOSHIM_SHM_MODE=0660 "$DIOSHIM" "$HELPERS/segprobe" "$F" b
+	rm -f "$F"
+	install -m 664 /dev/null "$F"
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+	SEG=$(segment_of "$F")
+	[ "$(stat -c '%a %g' "$SEG")" = "660 $(stat -c %g "$F")" ]
+	[ "$(stat -c '%a %g' "$(dirname "$SEG")")" = "770 $(stat -c %g "$F")" ]
+	run timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$output" = "size 65536 appended-at 32768" ]
 	check_b "$output"
+	rm -rf "$(dirname "$SEG")"
 }

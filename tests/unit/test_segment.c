@@ -245,6 +245,96 @@ static void test_stale_birth(void)
 	close(fd);
 }
 
+/*
+ * More processes than the first page of slots — hundreds, as a database's
+ * backends — all get slots of their own; the table grows by whole pages;
+ * once they are gone, the next user reclaims every slot.  A process whose
+ * pid namespace is not ours is judged by its lifeline: alive while it
+ * runs, dead once killed.
+ */
+#define MANY 300
+static void test_many_processes(void)
+{
+	struct file_id id;
+	struct shim_file *f;
+	pid_t kids[MANY];
+	int fd = data_file("many", 4096, &id), go[2], ready[2], i, n = 0;
+	char c;
+
+	CHECK(pipe(go) == 0 && pipe(ready) == 0);
+	for (i = 0; i < MANY; i++) {
+		/* As the library's atfork handlers do. */
+		segment_atfork_prepare();
+		kids[i] = fork();
+		if (kids[i] != 0)
+			segment_atfork_parent();
+		if (kids[i] == 0) {
+			segment_atfork_child();
+			close(go[1]);
+			close(ready[0]);
+			f = segment_attach(fd, &id, true);
+			c = f && f->slot >= 0 ? 'y' : 'n';
+			if (write(ready[1], &c, 1) != 1)
+				_exit(2);
+			/* Wait to be told, or killed; never detach. */
+			(void)read(go[0], &c, 1);
+			_exit(0);
+		}
+	}
+	for (i = 0; i < MANY; i++)
+		if (read(ready[0], &c, 1) == 1 && c == 'y')
+			n++;
+	CHECK_EQ(n, MANY);
+	f = segment_attach(fd, &id, true);
+	CHECK(f != NULL);
+	if (f) {
+		struct dioshim_slot *s = NULL;
+		int j;
+
+		CHECK_EQ(atomic_load(&f->seg->users), MANY + 1);
+		CHECK(seg_slots(f->seg) >= MANY + 1);
+		CHECK(seg_slots(f->seg) <= MANY + 1 + 4096 / 320);
+		/* A child pretends to live in another pid namespace: its
+		 * lifeline says it is alive, then, once killed, dead. */
+		for (j = 0; j < seg_slots(f->seg) && !s; j++)
+			if ((pid_t)(atomic_load(&f->seg->slot[j].owner.pid_start) &
+				    DIOSHIM_OWNER_PID_MASK) == kids[0])
+				s = &f->seg->slot[j];
+		CHECK(s != NULL);
+		if (s) {
+			uint64_t o = atomic_load(&s->owner.pid_start);
+
+			s->owner.pidns ^= 0x5a5a5a5a; /* another namespace */
+			CHECK(owner_alive_in(f->seg->hint_key, o,
+					     s->owner.pidns));
+			kill(kids[0], SIGKILL);
+			waitpid(kids[0], NULL, 0);
+			kids[0] = 0;
+			CHECK(!owner_alive_in(f->seg->hint_key, o,
+					      s->owner.pidns));
+		}
+	}
+	/* Every child goes, without detaching (as kill -9 would). */
+	close(go[1]);
+	for (i = 0; i < MANY; i++)
+		if (kids[i] > 0)
+			waitpid(kids[i], NULL, 0);
+	if (f) {
+		segment_put(f, fd);
+		f = segment_attach(fd, &id, true);
+		CHECK(f != NULL);
+		if (f) {
+			CHECK_EQ(atomic_load(&f->seg->users), 1);
+			segment_put(f, fd);
+		}
+	}
+	CHECK(!exists(seg_path));
+	close(go[0]);
+	close(ready[0]);
+	close(ready[1]);
+	close(fd);
+}
+
 int main(void)
 {
 	unit_setup();
@@ -254,5 +344,6 @@ int main(void)
 	test_trim_keeps_data();
 	test_refused();
 	test_stale_birth();
+	test_many_processes();
 	return unit_result();
 }

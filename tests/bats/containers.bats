@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# fs: ext4 xfs
+# Writers in other pid namespaces (containers sharing the host's /dev/shm
+# and the data): a pid recorded there means nothing here, and /proc may not
+# show it.  Their lifelines (an OFD lock the kernel drops when they die)
+# tell whether they live: a killed one is reclaimed — its tail cut by the
+# next user, by dioshim recover and by dioshim gc — and a live one is left
+# alone.
+
+load helper
+
+setup_file() {
+	fs_setup_file "${FS:-ext4}" 1G
+	[ -n "${FS_SKIP:-}" ] && return 0
+	if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
+		export FS_SKIP="cannot make pid namespaces here (unshare --pid)"
+	fi
+	return 0
+}
+teardown_file() { fs_teardown_file; }
+setup() {
+	fs_require
+	F=$SCRATCH_MNT/ns.$BATS_TEST_NUMBER
+	T=$BATS_TEST_TMPDIR
+	export DIOSHIM_LOG=$T/log
+}
+teardown() {
+	[ -n "${WPID:-}" ] && kill -9 "$WPID" 2>/dev/null
+	reap_bg "$T/go"
+	rm -f "$F"
+}
+
+# A writer in a pid namespace of its own: 50 records acknowledged, then
+# it waits for $T/go.  WPID: its pid here.
+writer_in_namespace() {
+	unshare --pid --fork --mount-proc -- "$DIOSHIM" "$HELPERS/t_appender" \
+		-t 2 -n 400 -p "50:$T/ready:$T/go" -l "$T/l" "$F" &
+	BG=$!
+	wait_file "$T/ready"
+	WPID=$(pgrep -n -x t_appender)
+	[ -n "$WPID" ]
+}
+
+# No zero block, and at least N blocks of records.
+ends_at_data() {
+	local blocks zeros
+	blocks=$(noshim "$HELPERS/t_blocks" "$1" | wc -l)
+	zeros=$(noshim "$HELPERS/t_blocks" "$1" | grep -c '^00$' || true)
+	echo "blocks=$blocks zeros=$zeros size=$(real_size "$1")"
+	[ "$zeros" -eq 0 ] && [ "$blocks" -ge "$2" ] &&
+		[ "$(real_size "$1")" -eq $((blocks * 4096)) ]
+}
+
+@test "a writer alive in another pid namespace is in use: recover and gc leave its file alone" {
+	writer_in_namespace
+	before=$(real_size "$F")
+	run "$DIOSHIM" recover "$F"
+	echo "$output"
+	[[ "$output" == *"left alone"* ]]
+	run "$DIOSHIM" gc
+	echo "$output"
+	[[ "$output" == *"in use"* ]]
+	[ "$(real_size "$F")" -eq "$before" ]
+	touch "$T/go"
+	wait "$BG"
+	BG= WPID=
+	noshim "$HELPERS/t_verify" -S $((800 * 4096)) "$F" "$T/l"
+	assert_no_segment "$F"
+}
+
+@test "a writer killed in another pid namespace: dioshim recover cuts its tail to the data" {
+	writer_in_namespace
+	kill -9 "$WPID"
+	wait "$BG" || true
+	BG= WPID=
+	[ "$(real_size "$F")" -gt $((50 * 4096)) ]
+	run "$DIOSHIM" recover "$F"
+	echo "$output"
+	[[ "$output" != *"left alone"* ]]
+	ends_at_data "$F" 50
+}
+
+@test "a writer killed in another pid namespace: dioshim gc cuts its tail and removes its segment" {
+	writer_in_namespace
+	kill -9 "$WPID"
+	wait "$BG" || true
+	BG= WPID=
+	run "$DIOSHIM" gc
+	echo "$output"
+	[[ "$output" != *"in use"* ]]
+	ends_at_data "$F" 50
+	assert_no_segment "$F"
+}
+
+@test "a writer killed in another pid namespace: the next writer here appends after its data, and the last close cuts the tail" {
+	writer_in_namespace
+	kill -9 "$WPID"
+	wait "$BG" || true
+	BG= WPID=
+	run timeout 120 "$DIOSHIM" "$HELPERS/t_appender" -t 1 -n 20 -w 9 \
+		-l "$T/l2" "$F"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	ends_at_data "$F" 70
+	assert_no_segment "$F"
+}
