@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-inode shared segment (create, attach, validate, detach, reclaim),
- * the per-user hint, and the owner identity every shared object records.
+ * The per-inode shared segment: membership (attach, detach, slots, fork,
+ * exec, reclaim) and validation.  owner.h (who owns a slot or a lock) and
+ * shm.h (the shared files, hints and lifelines) come with it.
  */
 #ifndef DIOSHIM_SEGMENT_H
 #define DIOSHIM_SEGMENT_H
 
 #include "dioshim/layout.h"
+#include "owner.h"
+#include "shm.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,26 +29,6 @@ struct shim_file {
 	struct shim_file *next; /* the process's list; under files_lock */
 };
 
-/* Identity of the calling process, as recorded in owner words. */
-struct owner_id {
-	uint64_t pid_start;
-	uint64_t pidns;
-};
-const struct owner_id *owner_self(void);
-/* Recompute after fork (the child is a new process). */
-void owner_refresh(void);
-/* False only when the process named is known to be gone: through /proc
- * in our pid namespace, else through its lifeline in the place (a
- * segment's hint_key) where it is registered. */
-#define LIFELINE_NONE UINT64_MAX
-bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns);
-bool owner_alive(uint64_t pid_start, uint64_t pidns);
-/* Whether fd is one of the shim's own lifeline descriptors, which the
- * program's closes must leave open. */
-bool lifeline_owns_fd(int fd);
-/* Those of them in [lo, hi], ascending, at most max. */
-int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max);
-
 /*
  * What a file looks like to the segment code: filled from one statx of the
  * data file (plus statfs for fs_bit).
@@ -61,6 +44,26 @@ struct file_id {
 	uint64_t birth_gen;
 	uint32_t uid, gid, mode; /* who may write it: who may join */
 };
+
+/*
+ * What the mechanisms above do at a segment's turning points (lifecycle.c
+ * registers them at load).  Each runs with attach_lock held and nobody
+ * else in the segment.
+ */
+struct segment_hooks {
+	/* A new segment for id: the mechanisms' words, before it is
+	 * published. */
+	void (*made)(struct dioshim_seg *seg, const struct file_id *id);
+	/* Its first live user (the creator, or the first after users that
+	 * all died), through fd: recover the file, start the words. */
+	void (*first_in)(struct dioshim_seg *seg, int fd);
+	/* Its last user, through fd (-1: none): cut the reserved tail;
+	 * false if it must stay (the segment then stays too). */
+	bool (*last_out)(struct shim_file *f, int fd);
+	/* A new image of this process, at load: free what the old held. */
+	void (*image_gone)(struct dioshim_seg *seg);
+};
+void segment_set_hooks(const struct segment_hooks *h);
 
 /* statx the fd; false if not a regular file dioshim may accelerate (wrong
  * filesystem, append-only or immutable inode). */
@@ -111,47 +114,6 @@ void segment_atfork_parent(void);
 /* At load: if any segment may exist, give back slots that name this very
  * process (left by the image we replaced with exec). */
 void segment_reclaim_self(void);
-
-/* Call fn with the path of every segment file under the segment
- * directory (its group directories included). */
-void segment_scan(void (*fn)(const char *));
-
-/* The hint: false means no segment exists for this user right now. */
-bool hint_maybe_live(void);
-
-/* The hints this process reads (its user's and its groups'), once
- * mapped (hint_count 0 before, or if one is unusable): for the check on
- * the path of every call the shim does not serve, a few loads. */
-extern struct dioshim_hint *hint_set[];
-extern int hint_count;
-
-static inline bool hint_surely_dead(void)
-{
-	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);
-
-	for (i = 0; i < n; i++)
-		if (atomic_load_explicit(&hint_set[i]->live,
-					 memory_order_relaxed))
-			return false;
-	return n > 0;
-}
-/* Generation of segment creations; changes whenever a segment appears.
- * UINT64_MAX when the hint is unusable (callers then always re-check). */
-uint64_t hint_gen(void);
-
-/* Robust process-shared lock with a bound: true if taken (*recovered says
- * the previous owner died holding it), false on timeout or a broken lock. */
-bool seg_lock(pthread_mutex_t *m, bool *recovered);
-void seg_unlock(pthread_mutex_t *m);
-
-/* Name of a private file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
-int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
-/* Name of the segment of a file (dev, ino, mode, gid): the one above, or,
- * for a group-writable file, the same name in its group's directory
- * "<shm_dir>/dioshim-g<gid>" (made when make says so).  -1 when that
- * directory is unusable: the file is then served for no one. */
-int segment_path_of(char *buf, size_t cap, uint64_t dev, uint64_t ino,
-		    uint32_t mode, uint32_t gid, bool make);
 
 /* Whether a live process has asynchronous writes in flight to seg's file
  * (the kernel's truncate would wait for them, then cut them). */

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the mechanisms do at a segment's turning points: when it is made,
+ * when a first live user takes it (recovery: cut what a crash left, start
+ * the words from the kernel's size), when the last user leaves (cut the
+ * reserved tail), and when a new image of a process replaces one that
+ * held extent locks.  segment.c calls these through segment_hooks, so the
+ * membership layer knows nothing of reservations, prefill or the extent
+ * lock table.  Registered at load, in every program that links the
+ * mechanisms: the library, the command and the unit tests.
+ */
+#define _GNU_SOURCE
+#include "segment.h"
+
+#include "config.h"
+#include "log.h"
+#include "prefill.h"
+#include "rangelock.h"
+#include "recover.h"
+#include "reserve.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void made(struct dioshim_seg *seg, const struct file_id *id)
+{
+	seg->chunk = config.reserve;
+	atomic_store(&seg->prefill_chunk, prefill_initial_chunk(id->fs_bit));
+	rangelock_init(seg);
+}
+
+/*
+ * First live user of a segment whose previous users all died: the words
+ * may be behind the kernel (a writer killed between fallocate and storing
+ * phys), so phys is re-read and the rest pulled inside it.
+ */
+static void seg_resync(struct dioshim_seg *seg, int fd)
+{
+	/* phys from the kernel's size, eof and tail inside it (or at the
+	 * end of data written past eof), the record made to match. */
+	recover_words(seg, fd);
+	atomic_store(&seg->barrier, 0);
+}
+
+/*
+ * The first live user of a segment — its creator, or the first to join
+ * one whose users all died — before anyone else may use it (it holds
+ * attach_lock): cut what a crash left past the recorded EOF, then start
+ * the words from the kernel's size.  A segment of dead users is no more
+ * trusted than none: its words may be ahead of what reached the disk
+ * (the filesystem went down with them), while the record and the data
+ * are what the disk says.  Its eof only says where, inside the last
+ * block of data past the record, the size of a kill -9 was.
+ */
+static void first_in(struct dioshim_seg *seg, int fd)
+{
+	struct recover_hint hint = {
+		.eof = atomic_load(&seg->eof),
+		.rec_eof = atomic_load(&seg->recorded_eof),
+		.rec_phys = atomic_load(&seg->recorded_phys),
+	};
+	struct stat st;
+
+	if (recover_fd_hint(fd, seg_blksize(seg), &hint, &recover_last) ==
+	    RECOVER_FAILED) {
+		log_msg("recovery failed (%s): keeping the segment's eof",
+			strerror(errno));
+		seg_resync(seg, fd);
+		return;
+	}
+	if (sys_fstat(fd, &st))
+		return;
+	atomic_store(&seg->eof, (uint64_t)st.st_size);
+	atomic_store(&seg->tail, (uint64_t)st.st_size);
+	atomic_store(&seg->phys, (uint64_t)st.st_size);
+	atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
+	atomic_store(&seg->recorded_eof, 0);
+	atomic_store(&seg->recorded_phys, 0);
+	/* Nobody alive holds or waits on anything here: everything the dead
+	 * left — locks, barrier, policy, group-commit state — starts over,
+	 * whatever its words say. */
+	atomic_store(&seg->flags, 0);
+	atomic_store(&seg->barrier, 0);
+	atomic_store(&seg->barrier_waiters, 0);
+	atomic_store(&seg->publish_waiters, 0);
+	memset((void *)seg->done, 0, sizeof(seg->done));
+	memset((void *)seg->stripe, 0, sizeof(seg->stripe));
+	memset((void *)seg->prefill, 0, sizeof(seg->prefill));
+	robust_init(&seg->barrier_lock);
+	robust_init(&seg->ext_lock);
+	robust_init(&seg->commit_lock);
+	seg->chunk = config.reserve;
+	seg->last_reserve_ns = 0;
+	seg->last_reserve_phys = 0;
+	seg->keep_lo = seg->keep_hi = 0;
+	atomic_store(&seg->sync_seq, 0);
+	atomic_store(&seg->sync_done, 0);
+	atomic_store(&seg->sync_done_full, 0);
+	atomic_store(&seg->sync_err_seq, 0);
+}
+
+static bool last_out(struct shim_file *f, int fd)
+{
+	return reserve_trim(f, fd);
+}
+
+static const struct segment_hooks lifecycle_hooks = {
+	.made = made,
+	.first_in = first_in,
+	.last_out = last_out,
+	.image_gone = rangelock_release_self,
+};
+
+__attribute__((constructor)) static void lifecycle_register(void)
+{
+	segment_set_hooks(&lifecycle_hooks);
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Who owns a slot or a lock, whether it lives, and the robust locks of a
+ * segment.
+ */
+#ifndef DIOSHIM_OWNER_H
+#define DIOSHIM_OWNER_H
+
+#include "dioshim/layout.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Identity of the calling process, as recorded in owner words. */
+struct owner_id {
+	uint64_t pid_start;
+	uint64_t pidns; /* namespace inode | lifeline token << 32 */
+};
+const struct owner_id *owner_self(void);
+/* Recompute after fork (the child is a new process, with a new token). */
+void owner_refresh(void);
+
+/* False only when the process named is known to be gone: through /proc
+ * in our pid namespace, else through its lifeline in the place (a
+ * segment's hint_key) where it is registered. */
+#define LIFELINE_NONE UINT64_MAX
+bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns);
+bool owner_alive(uint64_t pid_start, uint64_t pidns);
+
+/* The same process (pid, start time, namespace), whatever its image. */
+bool owner_is_self(const struct dioshim_owner *o);
+/* Record this image as o's owner. */
+void owner_set_self(struct dioshim_owner *o);
+
+/* Make a robust process-shared mutex (a segment's lock). */
+void robust_init(pthread_mutex_t *m);
+/* Lock it within secs: 0, or an error (a corrupt kind is EINVAL);
+ * *recovered says its last owner died holding it. */
+int seg_lock_for(pthread_mutex_t *m, bool *recovered, int secs);
+/* The same within the default bound: true if taken, false on timeout or
+ * a broken lock (logged). */
+bool seg_lock(pthread_mutex_t *m, bool *recovered);
+void seg_unlock(pthread_mutex_t *m);
+
+#endif

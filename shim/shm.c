@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Shared files: where a segment or a hint lives (the segment directory, or
+ * a group's directory in it), who may own it, allocating its pages before
+ * they are touched, publishing it complete; the hints; the lifelines.
+ *
+ * Lock order: files_lock (segment.c) -> hint_lock; lifeline_lock is a
+ * leaf.
+ */
+#define _GNU_SOURCE
+#include "shm.h"
+
+#include "config.h"
+#include "segment.h"
+#include "log.h"
+#include "owner.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* ---- shared files: naming, checking, publishing ----------------------- */
+
+bool shm_dir_setgid(void);
+#define HINT_GROUP_BIT (1ull << 32)
+
+int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino)
+{
+	int n = snprintf(buf, cap, "%s/" DIOSHIM_SEG_PREFIX "%llx.%llx",
+			 config.shm_dir, (unsigned long long)dev,
+			 (unsigned long long)ino);
+
+	return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/*
+ * A group's directory, <shm_dir>/dioshim-g<gid>: the segments of its
+ * group-writable files, and its hint.  0770 and the group's, without the
+ * sticky bit, so that whichever member is the last user of a file can
+ * remove the segment another member made.  Only a member (or root) can
+ * give a directory that group; a look-alike planted under the name makes
+ * the group's files pass through for every member alike.
+ */
+static int group_dir(char *buf, size_t cap, uint32_t gid, bool make)
+{
+	struct stat st;
+	int n = snprintf(buf, cap, "%s/" DIOSHIM_GROUP_PREFIX "%u",
+			 config.shm_dir, (unsigned)gid);
+
+	if (n <= 0 || (size_t)n >= cap)
+		return -1;
+	if (make && syscall(SYS_mkdirat, AT_FDCWD, buf, 0700) == 0) {
+		if (syscall(SYS_fchownat, AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
+			    AT_SYMLINK_NOFOLLOW) ||
+		    syscall(SYS_fchmodat, AT_FDCWD, buf, 0770)) {
+			log_msg("%s: cannot give it to its group (%s)", buf,
+				strerror(errno));
+			syscall(SYS_unlinkat, AT_FDCWD, buf, AT_REMOVEDIR);
+			return -1;
+		}
+	}
+	if (syscall(SYS_newfstatat, AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW))
+		return -1;
+	if (!S_ISDIR(st.st_mode) || st.st_gid != gid ||
+	    (st.st_mode & 07777) != 0770 || shm_dir_setgid()) {
+		log_once("%s: not a group directory of ours: its files pass "
+			 "through", buf);
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+int segment_path_of(char *buf, size_t cap, uint64_t dev, uint64_t ino,
+		    uint32_t mode, uint32_t gid, bool make)
+{
+	char dir[PATH_MAX];
+	int n;
+
+	if (!(mode & S_IWGRP))
+		return segment_path(buf, cap, dev, ino);
+	if (group_dir(dir, sizeof(dir), gid, make))
+		return -1;
+	n = snprintf(buf, cap, "%s/" DIOSHIM_SEG_PREFIX "%llx.%llx", dir,
+		     (unsigned long long)dev, (unsigned long long)ino);
+	return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* The name of a segment we have mapped, from its own words. */
+int seg_path_of(const struct dioshim_seg *seg, char *buf, size_t cap)
+{
+	bool group = seg->hint_key & HINT_GROUP_BIT;
+
+	return segment_path_of(buf, cap, seg->dev, seg->ino,
+			       group ? S_IWGRP : 0, (uint32_t)seg->hint_key,
+			       false);
+}
+
+
+/* Whether the directory hands its group to new files (then a file's
+ * group no longer says who made it). */
+bool shm_dir_setgid(void)
+{
+	static int cached = -1;
+	struct stat st;
+	int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		v = syscall(SYS_newfstatat, AT_FDCWD, config.shm_dir, &st,
+			    0) != 0 ||
+		    (st.st_mode & S_ISGID);
+		__atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+static bool shm_stat_ok(const struct stat *st, size_t size,
+			const struct shm_want *w)
+{
+	mode_t perm = st->st_mode & 07777;
+	uid_t me = geteuid();
+
+	if (!S_ISREG(st->st_mode) || (size_t)st->st_size != size)
+		return false;
+	switch (w->kind) {
+	case SHM_HINT_USER:
+		return perm == 0600 && st->st_uid == w->id;
+	case SHM_HINT_GROUP:
+		return perm == 0660 && st->st_gid == w->id &&
+		       !shm_dir_setgid();
+	case SHM_SEG_ANY:
+		return (perm == 0600 && (st->st_uid == me || me == 0)) ||
+		       perm == 0660;
+	case SHM_SEG_FILE:
+		break;
+	}
+	if (perm != 0600 && perm != 0660)
+		return false;
+	/* Group write on the segment only where the file has it. */
+	if (perm == 0660 && (st->st_gid != w->file->gid ||
+			     !(w->file->mode & S_IWGRP)))
+		return false;
+	/* Made by us, by the file's owner, by root, or by a member of the
+	 * file's group (the only ones who can give it that group). */
+	return st->st_uid == me || st->st_uid == w->file->uid ||
+	       st->st_uid == 0 || (perm == 0660 && !shm_dir_setgid());
+}
+
+static bool shm_fd_ok(int fd, size_t size, const struct shm_want *w)
+{
+	struct stat st;
+
+	return sys_fstat(fd, &st) == 0 && shm_stat_ok(&st, size, w);
+}
+
+/*
+ * Size a shared file to size and allocate [0, backed) of it: tmpfs gives
+ * fallocate a page for every hole, so no later store there can fault for
+ * want of memory.  The rest stays a hole until slot_back() allocates it.
+ */
+static int shm_back(int fd, size_t size, size_t backed)
+{
+	struct stat st;
+	int rc;
+
+	if (sys_fstat(fd, &st))
+		return -1;
+	if ((size_t)st.st_size != size && sys_ftruncate(fd, (off_t)size))
+		return -1;
+	do
+		rc = sys_fallocate(fd, 0, 0, (off_t)backed);
+	while (rc && errno == EINTR);
+	if (rc && (errno == EOPNOTSUPP || errno == ENOSYS))
+		/* Not tmpfs (a configured directory elsewhere): the
+		 * filesystem allocates on write, as for any file. */
+		return 0;
+	return rc;
+}
+
+/* Pages of a mapping to allocate before use, per the file's kind. */
+static size_t shm_backed_size(size_t size)
+{
+	/* A segment: its head and the first page of slots. */
+	if (size == SEG_SIZE)
+		return DIOSHIM_SEG_HEAD + 4096;
+	return size;
+}
+
+void *shm_open_existing(const char *path, size_t size, bool writable,
+				const struct shm_want *want)
+{
+	int fd, err;
+	void *map;
+
+	fd = sys_openat(AT_FDCWD, path,
+			(writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW |
+				O_CLOEXEC | O_NONBLOCK,
+			0);
+	if (fd < 0)
+		return NULL;
+	if (!shm_fd_ok(fd, size, want)) {
+		sys_close(fd);
+		log_msg("%s: not ours (owner, mode or size): ignoring it",
+			path);
+		errno = EPERM;
+		return NULL;
+	}
+	/* A file truncated and re-grown may have holes where its words are:
+	 * back them now or refuse the file (ENOSPC). */
+	if (writable && shm_back(fd, size, shm_backed_size(size))) {
+		err = errno;
+		sys_close(fd);
+		log_msg("%s: cannot back it (%s): ignoring it", path,
+			strerror(err));
+		errno = err;
+		return NULL;
+	}
+	map = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
+		   MAP_SHARED, fd, 0);
+	err = errno;
+	sys_close(fd);
+	errno = err;
+	return map == MAP_FAILED ? NULL : map;
+}
+
+/*
+ * Build a shared file under a temporary name and link it into place.
+ * Returns the mapping, or NULL with errno (EEXIST: someone else won).
+ */
+
+void *shm_create_published(const char *path, size_t size,
+				  const struct shm_owner *own,
+				  void (*init)(void *, const void *),
+				  void (*undo)(void *), const void *arg)
+{
+	char tmp[PATH_MAX];
+	void *map;
+	int fd, err;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)sys_gettid());
+	fd = sys_openat(AT_FDCWD, tmp,
+			O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			0600);
+	if (fd < 0 && errno == EEXIST) {
+		/* A leftover of a dead thread with our tid: ours to remove. */
+		sys_unlink(tmp);
+		fd = sys_openat(AT_FDCWD, tmp,
+				O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+					O_CLOEXEC,
+				0600);
+	}
+	if (fd < 0)
+		return NULL;
+	/* Owner and group before the mode widens; every page allocated
+	 * before the first is touched: a full directory is ENOSPC here,
+	 * never a SIGBUS in the application later (a MAP_SHARED page of
+	 * tmpfs is allocated on first touch). */
+	if (((own->uid != (uid_t)-1 || own->gid != (gid_t)-1) &&
+	     syscall(SYS_fchown, fd, own->uid, own->gid)) ||
+	    sys_fchmod(fd, own->mode) ||
+	    shm_back(fd, size, shm_backed_size(size)))
+		goto fail_fd;
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		goto fail_fd;
+	sys_close(fd);
+	init(map, arg);
+	if (sys_link(tmp, path)) {
+		err = errno;
+		sys_unlink(tmp);
+		if (undo)
+			undo(map);
+		munmap(map, size);
+		errno = err;
+		return NULL;
+	}
+	sys_unlink(tmp);
+	return map;
+fail_fd:
+	err = errno;
+	sys_close(fd);
+	sys_unlink(tmp);
+	errno = err;
+	return NULL;
+}
+
+/* ---- the hints ----------------------------------------------------------- */
+
+/*
+ * A hint counts the segments that exist for the files of one user
+ * (private segments) or one group (segments of group-writable files), so
+ * that a process which touches no such file pays no system call to find
+ * out.  A process reads its own user's hint and its groups': together
+ * they cover every segment of a file it may write.  live over-counts after
+ * a crash (a segment left behind), never under-counts: creators add before
+ * creating and subtract after unlinking.
+ */
+#define HINTS_MAX 33 /* the user and 32 groups */
+#define HINTS_EXTRA 8 /* other users' hints, for root */
+
+enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN };
+static int hint_state;
+static struct hint_entry {
+	uint64_t key;
+	struct dioshim_hint *h;
+} hint_extra[HINTS_EXTRA];
+struct dioshim_hint *hint_set[HINTS_MAX];
+int hint_count;
+static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t hint_keys[HINTS_MAX];
+
+static void hint_init(void *map, const void *arg)
+{
+	struct dioshim_hint *h = map;
+
+	(void)arg;
+	h->magic = DIOSHIM_HINT_MAGIC;
+	h->version = DIOSHIM_LAYOUT_VERSION;
+	h->size = sizeof(*h);
+}
+
+/* The hint file of key: a user's in the segment directory, a group's in
+ * its group directory. */
+static int hint_path(uint64_t key, char *path, size_t cap, bool make)
+{
+	char dir[PATH_MAX];
+	uint32_t id = (uint32_t)key;
+	int n;
+
+	if (key & HINT_GROUP_BIT) {
+		if (group_dir(dir, sizeof(dir), id, make))
+			return -1;
+		n = snprintf(path, cap, "%s/" DIOSHIM_HINT_PREFIX "g", dir);
+	} else {
+		n = snprintf(path, cap, "%s/" DIOSHIM_HINT_PREFIX "%u",
+			     config.shm_dir, (unsigned)id);
+	}
+	return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* Map the hint of key (a uid, or HINT_GROUP_BIT | gid), making it if it
+ * is missing; NULL if it is unusable. */
+static struct dioshim_hint *hint_open(uint64_t key)
+{
+	bool group = key & HINT_GROUP_BIT;
+	uint32_t id = (uint32_t)key;
+	struct shm_want want = { group ? SHM_HINT_GROUP : SHM_HINT_USER, id,
+				 NULL };
+	struct shm_owner own = { group ? 0660 : 0600,
+				 !group && id != geteuid() ? id : (uid_t)-1,
+				 group ? id : (gid_t)-1 };
+	struct dioshim_hint *h = NULL;
+	char path[PATH_MAX];
+	int tries;
+
+	if (hint_path(key, path, sizeof(path), true))
+		return NULL;
+	for (tries = 0; tries < 4 && !h; tries++) {
+		h = shm_open_existing(path, sizeof(*h), true, &want);
+		if (!h && errno == ENOENT) {
+			h = shm_create_published(path, sizeof(*h), &own,
+						 hint_init, NULL, NULL);
+			if (!h && errno != EEXIST)
+				break;
+		} else if (!h) {
+			break;
+		}
+	}
+	if (h && (h->magic != DIOSHIM_HINT_MAGIC ||
+		  h->version != DIOSHIM_LAYOUT_VERSION ||
+		  h->size != sizeof(*h))) {
+		munmap(h, sizeof(*h));
+		h = NULL;
+	}
+	if (!h)
+		log_msg("hint %s unusable: checking for segments on every "
+			"call", path);
+	return h;
+}
+
+/* The keys of the hints this process reads: its user's and its groups'. */
+static int hint_my_keys(uint64_t *keys)
+{
+	gid_t groups[HINTS_MAX - 2];
+	int n = 0, ng, i, j;
+
+	keys[n++] = geteuid();
+	keys[n++] = HINT_GROUP_BIT | getegid();
+	ng = getgroups(HINTS_MAX - 2, groups);
+	for (i = 0; i < ng; i++) {
+		uint64_t k = HINT_GROUP_BIT | groups[i];
+
+		for (j = 0; j < n && keys[j] != k; j++)
+			;
+		if (j == n)
+			keys[n++] = k;
+	}
+	return n;
+}
+
+static bool hints_ready(void)
+{
+	int i, n;
+
+	switch (__atomic_load_n(&hint_state, __ATOMIC_ACQUIRE)) {
+	case HINT_READY:
+		return true;
+	case HINT_BROKEN:
+		return false;
+	}
+	pthread_mutex_lock(&hint_lock);
+	if (hint_state != HINT_UNTRIED)
+		goto out;
+	n = hint_my_keys(hint_keys);
+	for (i = 0; i < n; i++) {
+		hint_set[i] = hint_open(hint_keys[i]);
+		if (!hint_set[i])
+			break;
+	}
+	if (i < n) {
+		while (i-- > 0)
+			munmap(hint_set[i], sizeof(struct dioshim_hint));
+		__atomic_store_n(&hint_state, HINT_BROKEN, __ATOMIC_RELEASE);
+		goto out;
+	}
+	__atomic_store_n(&hint_count, n, __ATOMIC_RELEASE);
+	__atomic_store_n(&hint_state, HINT_READY, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&hint_lock);
+	return hint_state == HINT_READY;
+}
+
+bool hint_maybe_live(void)
+{
+	int i;
+
+	if (!hints_ready())
+		return true;
+	for (i = 0; i < hint_count; i++)
+		if (atomic_load_explicit(&hint_set[i]->live,
+					 memory_order_seq_cst))
+			return true;
+	return false;
+}
+
+uint64_t hint_gen(void)
+{
+	uint64_t g = 0;
+	int i;
+
+	if (!hints_ready())
+		return UINT64_MAX;
+	for (i = 0; i < hint_count; i++)
+		g += atomic_load_explicit(&hint_set[i]->gen,
+					  memory_order_seq_cst);
+	return g == UINT64_MAX ? 0 : g;
+}
+
+/* The hint of key, mapped (ours, or another user's for root). */
+static struct dioshim_hint *hint_for(uint64_t key)
+{
+	struct dioshim_hint *h = NULL;
+	int i;
+
+	if (hints_ready())
+		for (i = 0; i < hint_count; i++)
+			if (hint_keys[i] == key)
+				return hint_set[i];
+	pthread_mutex_lock(&hint_lock);
+	for (i = 0; i < HINTS_EXTRA && hint_extra[i].h; i++)
+		if (hint_extra[i].key == key) {
+			h = hint_extra[i].h;
+			goto out;
+		}
+	h = hint_open(key);
+	if (h && i < HINTS_EXTRA) {
+		hint_extra[i].key = key;
+		hint_extra[i].h = h;
+	}
+out:
+	pthread_mutex_unlock(&hint_lock);
+	return h;
+}
+
+void hint_live_add(uint64_t key, int64_t delta)
+{
+	struct dioshim_hint *h = hint_for(key);
+
+	if (!h)
+		return;
+	if (delta > 0)
+		atomic_fetch_add_explicit(&h->gen, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&h->live, (uint64_t)delta,
+				  memory_order_seq_cst);
+	/* A stray decrement (a segment removed by hand) must not wrap. */
+	if ((int64_t)atomic_load_explicit(&h->live, memory_order_relaxed) < 0)
+		atomic_store_explicit(&h->live, 0, memory_order_relaxed);
+}
+
+/* ---- lifelines ----------------------------------------------------------- */
+
+/*
+ * A process's lifeline in a place (the hint file of a segment's key): an
+ * OFD write lock on byte DIOSHIM_LIFELINE_BASE + its token, on a
+ * descriptor of its own.  The kernel drops it when the process dies, is
+ * killed, or execs (the descriptor is close-on-exec), in any pid
+ * namespace; another process asks with F_OFD_GETLK, and needs no /proc.
+ * Only who may open the hint — the writers of the place's files — can
+ * take or test a lifeline there.  A fork child closes its inherited copies
+ * (they are the parent's lock) and registers anew with a token of its own.
+ */
+#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA)
+static struct lifeline {
+	uint64_t key;
+	int fd;
+} lifelines[LIFELINES_MAX];
+static int lifeline_n;
+static pthread_mutex_t lifeline_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int lifeline_open(uint64_t key)
+{
+	bool group = key & HINT_GROUP_BIT;
+	struct shm_want want = { group ? SHM_HINT_GROUP : SHM_HINT_USER,
+				 (uint32_t)key, NULL };
+	char path[PATH_MAX];
+	int fd, hi;
+
+	if (hint_path(key, path, sizeof(path), false))
+		return -1;
+	fd = sys_openat(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (!shm_fd_ok(fd, sizeof(struct dioshim_hint), &want)) {
+		sys_close(fd);
+		return -1;
+	}
+	/* Out of the way of the numbers a program picks for itself. */
+	hi = sys_fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (hi >= 0) {
+		sys_close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
+static int lifeline_lock_byte(int fd, uint32_t token, int cmd, short type)
+{
+	struct flock fl = {
+		.l_type = type,
+		.l_whence = SEEK_SET,
+		.l_start = (off_t)(DIOSHIM_LIFELINE_BASE + token),
+		.l_len = 1,
+	};
+	int rc = (int)sys_fcntl(fd, cmd, (long)&fl);
+
+	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
+}
+
+/* Hold our lifeline in the place of key (the hint must exist). */
+void lifeline_register(uint64_t key)
+{
+	uint32_t token = (uint32_t)(owner_self()->pidns >> 32);
+	int i, fd;
+
+	pthread_mutex_lock(&lifeline_lock);
+	for (i = 0; i < lifeline_n; i++)
+		if (lifelines[i].key == key)
+			goto out;
+	if (lifeline_n == LIFELINES_MAX)
+		goto out;
+	fd = lifeline_open(key);
+	if (fd < 0)
+		goto out;
+	if (lifeline_lock_byte(fd, token, F_OFD_SETLK, F_WRLCK)) {
+		log_msg("cannot hold a lifeline (%s)", strerror(errno));
+		sys_close(fd);
+		goto out;
+	}
+	lifelines[lifeline_n].key = key;
+	lifelines[lifeline_n].fd = fd;
+	lifeline_n++;
+out:
+	pthread_mutex_unlock(&lifeline_lock);
+}
+
+bool lifeline_held(uint64_t key, uint32_t token, bool *known)
+{
+	int i, fd = -1, type;
+	bool mine = false;
+
+	*known = false;
+	pthread_mutex_lock(&lifeline_lock);
+	for (i = 0; i < lifeline_n; i++)
+		if (lifelines[i].key == key) {
+			fd = lifelines[i].fd;
+			mine = true;
+			break;
+		}
+	if (fd < 0)
+		fd = lifeline_open(key);
+	type = fd < 0 ? -1 : lifeline_lock_byte(fd, token, F_OFD_GETLK,
+						 F_WRLCK);
+	if (fd >= 0 && !mine)
+		sys_close(fd);
+	pthread_mutex_unlock(&lifeline_lock);
+	if (type < 0)
+		return true;
+	*known = true;
+	return type != F_UNLCK;
+}
+
+bool lifeline_owns_fd(int fd)
+{
+	int i, n = __atomic_load_n(&lifeline_n, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < n && i < LIFELINES_MAX; i++)
+		if (lifelines[i].fd == fd)
+			return true;
+	return false;
+}
+
+int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max)
+{
+	int i, j, n = 0, k = __atomic_load_n(&lifeline_n, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < k && i < LIFELINES_MAX && n < max; i++) {
+		unsigned fd = (unsigned)lifelines[i].fd;
+
+		if (fd < lo || fd > hi)
+			continue;
+		/* Insertion sort: a handful at most. */
+		for (j = n++; j > 0 && out[j - 1] > fd; j--)
+			out[j] = out[j - 1];
+		out[j] = fd;
+	}
+	return n;
+}
+
+/* In a fork child: the inherited descriptors carry the parent's locks. */
+void lifeline_forget_inherited(void)
+{
+	int i;
+
+	for (i = 0; i < lifeline_n; i++)
+		sys_close(lifelines[i].fd);
+	lifeline_n = 0;
+	pthread_mutex_init(&lifeline_lock, NULL);
+}
+
+/*
+ * The mode, owner and hint of a new segment for file id: shared with the
+ * file's group when the file is group-writable and we can give the
+ * segment that group; else private to the file's owner (when we are
+ * root) or to us.
+ */
+void seg_owner_for(const struct file_id *id, struct shm_owner *own,
+			  uint64_t *hint_key)
+{
+	uid_t me = geteuid();
+
+	own->uid = me == 0 ? id->uid : (uid_t)-1;
+	own->gid = (gid_t)-1;
+	/* Its place (segment_path_of) says the same: a group-writable
+	 * file's segment is in the group's directory, the group's. */
+	if (id->mode & S_IWGRP) {
+		own->mode = 0660;
+		own->gid = id->gid;
+		*hint_key = HINT_GROUP_BIT | id->gid;
+	} else {
+		own->mode = 0600;
+		*hint_key = me == 0 ? id->uid : me;
+	}
+}
+
+/*
+ * Call fn with the path of every segment in dir and, at the top level,
+ * in every group directory there (one level down).
+ */
+static void scan_segments(const char *dir, bool top, void (*fn)(const char *))
+{
+	char buf[4096], path[PATH_MAX];
+	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
+	size_t glen = strlen(DIOSHIM_GROUP_PREFIX);
+	long n, off;
+	int dfd;
+
+	dfd = sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dfd < 0)
+		return;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (off = 0; off < n;) {
+			struct linux_dirent64 {
+				uint64_t d_ino;
+				int64_t d_off;
+				unsigned short d_reclen;
+				unsigned char d_type;
+				char d_name[];
+			} *d = (void *)(buf + off);
+			bool group;
+
+			off += d->d_reclen;
+			group = top && !strncmp(d->d_name,
+						DIOSHIM_GROUP_PREFIX, glen);
+			if (!group &&
+			    (strncmp(d->d_name, DIOSHIM_SEG_PREFIX, plen) ||
+			     strstr(d->d_name, ".tmp")))
+				continue;
+			if (snprintf(path, sizeof(path), "%s/%s", dir,
+				     d->d_name) >= (int)sizeof(path))
+				continue;
+			if (group)
+				scan_segments(path, false, fn);
+			else
+				fn(path);
+		}
+	}
+	sys_close(dfd);
+}
+
+void segment_scan(void (*fn)(const char *))
+{
+	scan_segments(config.shm_dir, true, fn);
+}
+
+
+void shm_atfork_prepare(void)
+{
+	pthread_mutex_lock(&hint_lock);
+}
+
+void shm_atfork_release(void)
+{
+	pthread_mutex_unlock(&hint_lock);
+}

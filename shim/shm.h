@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared files: where segments and hints live and who may own them,
+ * allocated before they are touched and published complete; the hints
+ * that say whether any segment exists; the lifelines.
+ */
+#ifndef DIOSHIM_SHM_H
+#define DIOSHIM_SHM_H
+
+#include "dioshim/layout.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct file_id;
+
+#define SEG_SIZE sizeof(struct dioshim_seg)
+/* A hint key: a uid, or this bit | a gid. */
+#define HINT_GROUP_BIT (1ull << 32)
+
+/*
+ * Who may own a shared file, and with which mode.  Who may change a
+ * segment is who may write its file: a segment is 0600, or 0660 with the
+ * file's group when the file is group-writable (every writer of the file
+ * can then join, and nobody else can change a word).  A hint is 0600 for
+ * one user, or 0660 for one group.  Anything else — another user's file,
+ * a planted one, a mode wider than the file's — is foreign.
+ */
+enum shm_kind {
+	SHM_HINT_USER, /* id: the uid */
+	SHM_HINT_GROUP, /* id: the gid */
+	SHM_SEG_FILE, /* the segment of file */
+	SHM_SEG_ANY, /* a segment, file unknown (gc, status, reclaim) */
+};
+struct shm_want {
+	enum shm_kind kind;
+	uint32_t id;
+	const struct file_id *file;
+};
+
+/* The mode and owner a new shared file gets. */
+struct shm_owner {
+	mode_t mode;
+	uid_t uid; /* (uid_t)-1: ours */
+	gid_t gid; /* (gid_t)-1: ours */
+};
+
+/* Open and map an existing shared file of size bytes if it is what want
+ * says (else NULL, errno EPERM, one log line), backing its pages first
+ * when writable. */
+void *shm_open_existing(const char *path, size_t size, bool writable,
+			const struct shm_want *want);
+/* Build a shared file under a temporary name (own's owner and mode, its
+ * pages allocated), init it, link it into place.  NULL with errno
+ * (EEXIST: someone else won; undo, if any, was called). */
+void *shm_create_published(const char *path, size_t size,
+			   const struct shm_owner *own,
+			   void (*init)(void *, const void *),
+			   void (*undo)(void *), const void *arg);
+/* Whether the segment directory hands its group to new files. */
+bool shm_dir_setgid(void);
+
+/* Name of a private file's segment: "<shm_dir>/dioshim.<dev>.<ino>". */
+int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino);
+/* Name of the segment of a file (dev, ino, mode, gid): the one above, or,
+ * for a group-writable file, the same name in its group's directory
+ * "<shm_dir>/dioshim-g<gid>" (made when make says so).  -1 when that
+ * directory is unusable: the file is then served for no one. */
+int segment_path_of(char *buf, size_t cap, uint64_t dev, uint64_t ino,
+		    uint32_t mode, uint32_t gid, bool make);
+/* The name of a segment we have mapped, from its own words. */
+int seg_path_of(const struct dioshim_seg *seg, char *buf, size_t cap);
+/* The mode, owner and hint key of a new segment for file id. */
+void seg_owner_for(const struct file_id *id, struct shm_owner *own,
+		   uint64_t *hint_key);
+/* Call fn with the path of every segment file under the segment
+ * directory (its group directories included). */
+void segment_scan(void (*fn)(const char *));
+
+/* The hints: false means no segment exists for this process's user and
+ * groups right now. */
+bool hint_maybe_live(void);
+/* Generation of segment creations; changes whenever a segment appears.
+ * UINT64_MAX when a hint is unusable (callers then always re-check). */
+uint64_t hint_gen(void);
+/* Count a segment in (delta 1, before creating it) or out (-1, after
+ * unlinking it) of the hint of key. */
+void hint_live_add(uint64_t key, int64_t delta);
+
+/* The hints this process reads (its user's and its groups'), once
+ * mapped (hint_count 0 before, or if one is unusable): for the check on
+ * the path of every call the shim does not serve, a few loads. */
+extern struct dioshim_hint *hint_set[];
+extern int hint_count;
+
+static inline bool hint_surely_dead(void)
+{
+	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < n; i++)
+		if (atomic_load_explicit(&hint_set[i]->live,
+					 memory_order_relaxed))
+			return false;
+	return n > 0;
+}
+
+/* Hold our lifeline in the place of key (its hint must exist). */
+void lifeline_register(uint64_t key);
+/* Whether the image with token holds its lifeline in key's place;
+ * *known false when that cannot be told. */
+bool lifeline_held(uint64_t key, uint32_t token, bool *known);
+/* Whether fd is one of the shim's own lifeline descriptors, which the
+ * program's closes must leave open. */
+bool lifeline_owns_fd(int fd);
+/* Those of them in [lo, hi], ascending, at most max. */
+int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max);
+/* In a fork child: drop the parent's lifelines (inherited descriptors). */
+void lifeline_forget_inherited(void);
+
+/* Around fork: hold hint_lock (after files_lock), then let it go in the
+ * parent and the child. */
+void shm_atfork_prepare(void);
+void shm_atfork_release(void);
+
+#endif
