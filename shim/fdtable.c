@@ -355,6 +355,11 @@ static void exec_undo(int fd, struct ofd *o)
 		    segment_attach(fd, &id,
 				   direct_writer((int)atomic_load(&o->flags))) :
 		    NULL;
+	if (segment_exec_revive(f, g)) {
+		/* f carries the new segment on; g the old, to be put. */
+		segment_put(g, -1);
+		return;
+	}
 	atomic_store_explicit(&o->file, g, memory_order_release);
 	o->state = g ? OFD_ATTACHED : OFD_WATCH;
 	o->checked_gen = 0;

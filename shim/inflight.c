@@ -76,9 +76,26 @@ struct dioshim_shard *inflight_enter(struct shim_file *f)
 
 struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd)
 {
-	struct dioshim_seg *seg = f->seg;
-	struct dioshim_shard *sh = inflight_shard(f);
+	struct dioshim_seg *seg;
+	struct dioshim_shard *sh;
 	bool waited = false;
+
+	/* No slot: given back while another thread execs.  Wait for the
+	 * exec to end (it ends this thread, or failed and f is attached
+	 * again); still none, and the caller passes the write through. */
+	if (__builtin_expect(__atomic_load_n(&f->slot, __ATOMIC_ACQUIRE) < 0,
+			     0)) {
+		static const struct timespec nap = { 0, 100000 };
+
+		while (__atomic_load_n(&segment_exec_pending,
+				       __ATOMIC_ACQUIRE) &&
+		       __atomic_load_n(&f->slot, __ATOMIC_ACQUIRE) < 0)
+			nanosleep(&nap, NULL);
+		if (__atomic_load_n(&f->slot, __ATOMIC_ACQUIRE) < 0)
+			return NULL;
+	}
+	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+	sh = inflight_shard(f);
 
 	for (;;) {
 		atomic_fetch_add_explicit(&sh->inflight, 1,

@@ -41,6 +41,8 @@
 
 static int lib_ready;
 static int lib_exiting;
+/* Set while exec_prepare leaves the files (see there). */
+#define exec_pending segment_exec_pending
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
 static void atfork_prepare(void)
@@ -205,27 +207,35 @@ EXPORT void _Exit(int status)
  */
 static bool exec_prepare(void)
 {
-	int saved = errno;
+	int saved = errno, cancel;
 
 	if (!shim_on())
 		return false;
+	/* Holding the fd table and the file list through waits: no
+	 * cancellation point may end this thread here. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	__atomic_store_n(&exec_pending, 1, __ATOMIC_RELEASE);
 	io_busy = 1;
 	async_drain_all();
 	fdtable_exec_prepare();
 	io_busy = 0;
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return true;
 }
 
 static void exec_failed(bool prepared)
 {
-	int saved = errno;
+	int saved = errno, cancel;
 
 	if (!prepared)
 		return;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	io_busy = 1;
 	fdtable_exec_failed();
 	io_busy = 0;
+	__atomic_store_n(&exec_pending, 0, __ATOMIC_RELEASE);
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
 
@@ -315,9 +325,18 @@ static __attribute__((noinline)) struct ofd *served_slow(int fd)
 	struct ofd *o;
 	int saved = errno;
 
-	/* Adopting an fd would put the child's number in our table. */
-	if (in_vfork_child())
-		return NULL;
+	/* A vfork child writes through the parent's descriptors, with the
+	 * parent's slot (the parent is stopped): an fd already attached is
+	 * served; adopting one would put the child's number in our table. */
+	if (in_vfork_child()) {
+		struct shim_file *f;
+
+		o = fdtable_peek(fd);
+		if (!o || o == OFD_PASS)
+			return NULL;
+		f = atomic_load_explicit(&o->file, memory_order_acquire);
+		return f && f->slot >= 0 ? o : NULL;
+	}
 	io_busy = 1;
 	o = fdtable_resolve(fd);
 	io_busy = 0;
@@ -357,14 +376,30 @@ static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
 	return o;
 }
 
+/* Another thread is leaving our files for an exec: an I/O call waits
+ * until it is done — the exec then ends this thread, or failed and the
+ * files are ours again — rather than pass through beside a reservation. */
+static __attribute__((noinline)) bool exec_wait(void)
+{
+	static const struct timespec nap = { 0, 100000 };
+
+	while (__atomic_load_n(&exec_pending, __ATOMIC_ACQUIRE))
+		nanosleep(&nap, NULL);
+	return !config.disable && !__atomic_load_n(&lib_exiting,
+						  __ATOMIC_RELAXED);
+}
+
 static inline struct ofd *served_io(int fd, bool *reentrant)
 {
 	*reentrant = false;
 	lib_ensure();
 	if (__builtin_expect(config.disable |
 				     __atomic_load_n(&lib_exiting,
+						     __ATOMIC_RELAXED) |
+				     __atomic_load_n(&exec_pending,
 						     __ATOMIC_RELAXED),
-			     0))
+			     0) &&
+	    (io_busy || !exec_wait()))
 		return NULL;
 	if (__builtin_expect(io_busy, 0))
 		return served_reentrant(fd, reentrant);
@@ -513,8 +548,12 @@ static int close_range_around(unsigned int lo, unsigned int hi, int flags)
 EXPORT int close(int fd)
 {
 	BOOKKEEP(fdtable_close(fd));
-	if (__builtin_expect(lifeline_owns_fd(fd), 0) && shim_on())
-		return 0;
+	/* A number the program never opened, as far as it knows: the
+	 * kernel alone would say EBADF. */
+	if (__builtin_expect(lifeline_owns_fd(fd), 0) && shim_on()) {
+		errno = EBADF;
+		return -1;
+	}
 	return real_close(fd);
 }
 
@@ -529,12 +568,23 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 
 EXPORT void closefrom(int lowfd)
 {
+	unsigned int keep[64], lo = (unsigned)lowfd, fd;
+	int i, n = 0;
+
 	if (lowfd >= 0)
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
 	if (lowfd >= 0 && shim_on())
-		close_range_around((unsigned)lowfd, ~0u, 0);
-	else
-		real_closefrom(lowfd);
+		n = lifeline_fds((unsigned)lowfd, ~0u, keep, 64);
+	/* Up to each lifeline by close_range, or one by one where the
+	 * kernel has none; glibc's closefrom (with its own fallback) past
+	 * the last. */
+	for (i = 0; i < n; i++) {
+		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, 0))
+			for (fd = lo; fd < keep[i]; fd++)
+				real_close((int)fd);
+		lo = keep[i] + 1;
+	}
+	real_closefrom(n ? (int)lo : lowfd);
 }
 
 EXPORT int fclose(FILE *stream)
@@ -584,8 +634,13 @@ EXPORT int dup(int oldfd)
  * and only when the call can succeed (oldfd valid). */
 static void dup_over(int oldfd, int newfd)
 {
-	if (oldfd != newfd && newfd >= 0 && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
-		fdtable_close(newfd);
+	if (oldfd == newfd || newfd < 0 || sys_fcntl(oldfd, F_GETFD, 0) < 0)
+		return;
+	fdtable_close(newfd);
+	/* The program wants the number of one of our lifelines: it moves
+	 * (its lock goes with its open file description). */
+	if (lifeline_owns_fd(newfd))
+		lifeline_evict(newfd);
 }
 
 EXPORT int dup2(int oldfd, int newfd)
@@ -952,9 +1007,26 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
 	r = real_statx(dirfd, path, flags, mask, stx);
 	if (r || !(stx->stx_mask & STATX_SIZE) || !S_ISREG(stx->stx_mode))
 		return r;
+	/* The segment's place follows the file's group and mode: ask for
+	 * them if the caller did not. */
+	if ((stx->stx_mask & (STATX_UID | STATX_GID | STATX_MODE)) !=
+	    (STATX_UID | STATX_GID | STATX_MODE)) {
+		struct statx all;
+
+		if (real_statx(dirfd, path, flags & ~AT_STATX_SYNC_TYPE,
+			       STATX_BASIC_STATS, &all) ||
+		    all.stx_ino != stx->stx_ino)
+			return r;
+		st.st_uid = all.stx_uid;
+		st.st_gid = all.stx_gid;
+		st.st_mode = all.stx_mode;
+	} else {
+		st.st_uid = stx->stx_uid;
+		st.st_gid = stx->stx_gid;
+		st.st_mode = stx->stx_mode;
+	}
 	st.st_dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
 	st.st_ino = stx->stx_ino;
-	st.st_mode = stx->stx_mode;
 	st.st_size = (off_t)stx->stx_size;
 	fix_path_size(dirfd, path, flags, &st);
 	stx->stx_size = (uint64_t)st.st_size;

@@ -306,6 +306,9 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		err = errno;
 		goto out_unlock;
 	}
+	/* After entering: an exec that failed in another thread may have
+	 * given f a new segment meanwhile. */
+	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
 	if (!append) {
 		if (positional) {
 			off = (uint64_t)r->off;
@@ -479,7 +482,8 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 				 positional, reentrant, &err);
 		if (ret > 0 && pos + (uint64_t)ret > eof) {
 			ret = (ssize_t)(eof - pos);
-			stat_add(&inflight_shard(f)->reads_clamped, 1);
+			if (f->slot >= 0)
+				stat_add(&inflight_shard(f)->reads_clamped, 1);
 			if (!positional)
 				sys_lseek(r->fd, (off_t)eof, SEEK_SET);
 		}

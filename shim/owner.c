@@ -12,6 +12,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,10 @@ static bool proc_starttime(pid_t pid, uint64_t *start, bool *gone)
 	return true;
 }
 
+/* Whether /proc is our pid namespace's (a namespace made without its own
+ * /proc sees the parent's, where our pids name other processes). */
+static bool proc_ours;
+
 void owner_refresh(void)
 {
 	struct statx stx;
@@ -74,8 +79,17 @@ void owner_refresh(void)
 	uint32_t token = 0;
 	bool gone;
 	pid_t pid = getpid();
+	char self[32];
+	long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self", self,
+			 sizeof(self) - 1);
 
-	if (!proc_starttime(pid, &start, &gone) || gone)
+	if (n > 0) {
+		self[n] = '\0';
+		proc_ours = strtol(self, NULL, 10) == (long)pid;
+	} else {
+		proc_ours = false;
+	}
+	if (!proc_ours || !proc_starttime(pid, &start, &gone) || gone)
 		start = 0;
 	self_id.pid_start = (uint64_t)pid | start << DIOSHIM_OWNER_PID_BITS;
 	self_id.pidns = 0;
@@ -108,17 +122,21 @@ bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns)
 
 	if (pid_start == me->pid_start && ns == my_ns)
 		return true;
-	/* proc inode numbers are never 0 (0 is recorded only by a process
-	 * that could not read its own, when neither can we): a corrupt owner
-	 * is no owner. */
-	if (pid <= 0 || (!ns && my_ns))
-		return false;
-	/* A pid from another namespace means nothing here, and /proc may
-	 * not tell: the owner's lifeline does, wherever it runs. */
-	if (ns == my_ns && proc_starttime(pid, &start, &gone)) {
-		if (gone)
+	if (pid <= 0)
+		return false; /* a corrupt owner is no owner */
+	/*
+	 * In our pid namespace, kill(pid, 0) says surely whether the pid is
+	 * gone; /proc, when it is ours and shows the process (hidepid hides
+	 * other users'), tells a recycled pid by its start time.  A pid from
+	 * another namespace means nothing here: the owner's lifeline tells,
+	 * wherever it runs, and so it does when /proc cannot.
+	 */
+	if (ns && ns == my_ns) {
+		if (kill(pid, 0) && errno == ESRCH)
 			return false;
-		return start == pid_start >> DIOSHIM_OWNER_PID_BITS;
+		if (proc_ours && (pid_start >> DIOSHIM_OWNER_PID_BITS) &&
+		    proc_starttime(pid, &start, &gone) && !gone)
+			return start == pid_start >> DIOSHIM_OWNER_PID_BITS;
 	}
 	if (token && key != LIFELINE_NONE) {
 		bool held = lifeline_held(key, token, &known);
@@ -126,7 +144,9 @@ bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns)
 		if (known)
 			return held;
 	}
-	return true; /* cannot tell: alive, which only costs a trim */
+	/* Cannot tell: alive, which only costs a trim — unless the word
+	 * cannot be an owner's (no namespace and no lifeline). */
+	return ns || token;
 }
 
 bool owner_alive(uint64_t pid_start, uint64_t pidns)

@@ -88,7 +88,11 @@ static inline bool record_stale(struct dioshim_seg *seg)
 	     DIOSHIM_SEGF_SIZE_NO_DATA))
 		return true;
 	rec = atomic_load_explicit(&seg->recorded_eof, memory_order_relaxed);
-	return rec > eof || (rec < eof && (eof & (seg_blksize(seg) - 1)));
+	/* Recovery keeps data only past the block that holds the recorded
+	 * eof: a record inside a block hides what was written after it in
+	 * that block, and an eof inside a block cannot be found from data. */
+	return rec > eof ||
+	       (rec < eof && ((eof | rec) & (seg_blksize(seg) - 1)));
 }
 
 /* Re-read phys, eof and tail from the kernel size after a size change the

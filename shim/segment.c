@@ -119,6 +119,40 @@ bool async_in_flight(struct dioshim_seg *seg)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+/*
+ * Before Linux 5.14 there is no MADV_POPULATE_WRITE: allocate the range
+ * through the file instead.  Under attach_lock, with the segment READY,
+ * its name is this very file (unlinking takes the same lock).
+ */
+static bool slot_back_by_fd(struct dioshim_seg *seg, uintptr_t from,
+			    uintptr_t to)
+{
+	char path[PATH_MAX];
+	int fd, rc, err;
+
+	if (seg_path_of(seg, path, sizeof(path)))
+		return false;
+	fd = sys_openat(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	rc = sys_fallocate(fd, 0, (off_t)(from - (uintptr_t)seg),
+			   (off_t)(to - from));
+	err = errno;
+	sys_close(fd);
+	errno = err;
+	return rc == 0;
+}
+
+/* Allocate the pages of slots [0, n). */
+static bool slot_back_range(struct dioshim_seg *seg, int n)
+{
+	uintptr_t from = (uintptr_t)&seg->slot[0];
+	uintptr_t to = ((uintptr_t)&seg->slot[n] + 4095) & ~(uintptr_t)4095;
+
+	return !madvise((void *)from, to - from, MADV_POPULATE_WRITE) ||
+	       (errno == EINVAL && slot_back_by_fd(seg, from, to));
+}
+
 static bool slot_back(struct dioshim_seg *seg, int i)
 {
 	uint32_t hi = atomic_load(&seg->slots_hi);
@@ -128,7 +162,8 @@ static bool slot_back(struct dioshim_seg *seg, int i)
 		return true;
 	from = (uintptr_t)&seg->slot[hi] & ~(uintptr_t)4095;
 	to = ((uintptr_t)&seg->slot[i + 1] + 4095) & ~(uintptr_t)4095;
-	if (madvise((void *)from, to - from, MADV_POPULATE_WRITE)) {
+	if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) &&
+	    (errno != EINVAL || !slot_back_by_fd(seg, from, to))) {
 		log_msg("cannot allocate attach slot %d (%s)", i,
 			strerror(errno));
 		return false;
@@ -439,6 +474,15 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		seg_unlock(&seg->attach_lock);
 		return -2;
 	}
+	/* Every walk of the slots goes up to slots_hi, a word any writer
+	 * of the file can set: the pages below it are ours to touch only
+	 * once allocated (a no-op where they are). */
+	if (seg_slots(seg) > 0 && !slot_back_range(seg, seg_slots(seg))) {
+		seg_unlock(&seg->attach_lock);
+		log_msg("%s: its slots cannot be backed: passing through",
+			path);
+		return -1;
+	}
 	if (!birth_matches(seg, id)) {
 		/* The inode number was reused; the old file's segment may
 		 * go only when nobody holds the old file open. */
@@ -459,8 +503,8 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 	slot = slot_claim(seg);
 	seg_unlock(&seg->attach_lock);
 	if (slot < 0)
-		log_msg("%s: all %d attach slots taken: passing through", path,
-			DIOSHIM_MAX_PROCS);
+		log_msg("%s: no attach slot (all %d taken, or no memory for "
+			"one): passing through", path, DIOSHIM_MAX_PROCS);
 	return slot;
 }
 
@@ -494,6 +538,7 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	struct dioshim_seg *seg = NULL;
 	struct shim_file *f;
 	int slot = -1, tries;
+	bool moved = false;
 
 	if (segment_path_of(path, sizeof(path), id->dev, id->ino, id->mode,
 			    id->gid, create))
@@ -507,21 +552,28 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 		}
 	}
 	for (tries = 0; tries < 8; tries++) {
-		struct shm_want want = { SHM_SEG_FILE, 0, id };
+		/* Where the file's mode says, or, once moved, where its
+		 * segment was made before a chmod (validated as any of ours,
+		 * then by its header). */
+		struct shm_want want = { moved ? SHM_SEG_ANY : SHM_SEG_FILE, 0,
+					 id };
 
 		seg = shm_open_existing(path, SEG_SIZE, true, &want);
 		if (!seg && errno == ENOENT) {
 			struct seg_init_arg arg = { id, fd, &slot, 0 };
 			struct shm_owner own;
 
-			if (!create)
-				break;
-			if (other_place_taken(id)) {
-				log_msg("%s: the file's mode changed while a "
-					"segment serves it elsewhere: passing "
-					"through", path);
-				break;
+			/* The file's group write bit changed while a segment
+			 * serves it: everyone who can joins that one. */
+			if (!moved && other_place_taken(id) &&
+			    !segment_path_of(path, sizeof(path), id->dev,
+					     id->ino, id->mode ^ S_IWGRP,
+					     id->gid, false)) {
+				moved = true;
+				continue;
 			}
+			if (!create || moved)
+				break;
 			seg_owner_for(id, &own, &arg.hint_key);
 			hint_live_add(arg.hint_key, 1);
 			seg = shm_create_published(path, SEG_SIZE, &own,
@@ -656,6 +708,30 @@ void segment_exec_release(struct shim_file *f, int fd)
 	seg_unlock(&seg->attach_lock);
 out:
 	pthread_mutex_unlock(&files_lock);
+}
+
+int segment_exec_pending;
+
+bool segment_exec_revive(struct shim_file *f, struct shim_file *g)
+{
+	struct dioshim_seg *old;
+	bool done = false;
+
+	pthread_mutex_lock(&files_lock);
+	/* Only a fresh attachment of the file's new segment: one that other
+	 * descriptors share already stays theirs. */
+	if (g && g != f && g->refs == 1 && f->exec_released) {
+		old = f->seg;
+		__atomic_store_n(&f->seg, g->seg, __ATOMIC_RELEASE);
+		f->exec_released = false;
+		__atomic_store_n(&f->slot, g->slot, __ATOMIC_RELEASE);
+		g->seg = old;
+		g->slot = -1;
+		g->exec_released = true;
+		done = true;
+	}
+	pthread_mutex_unlock(&files_lock);
+	return done;
 }
 
 bool segment_exec_undo(struct shim_file *f)

@@ -82,6 +82,13 @@ void segment_exec_release(struct shim_file *f, int fd);
 /* exec failed: take a slot again.  False when the segment is gone (we
  * were its last user): the caller attaches anew. */
 bool segment_exec_undo(struct shim_file *f);
+/* ... and gives f the new attachment g in place (threads that hold f go
+ * on with it), leaving the old segment to g, which it then puts.  False
+ * if g is not a fresh attachment of its own. */
+bool segment_exec_revive(struct shim_file *f, struct shim_file *g);
+/* Set while this process leaves its files for an exec: a write whose
+ * slot was given back waits for it to end. */
+extern int segment_exec_pending;
 
 /* Take one more reference (an asynchronous write in flight pins the
  * attachment until its completion is seen). */

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 /* ---- shared files: naming, checking, publishing ----------------------- */
 
@@ -389,7 +390,14 @@ static int hint_my_keys(uint64_t *keys)
 
 	keys[n++] = geteuid();
 	keys[n++] = HINT_GROUP_BIT | getegid();
+	/* More groups than we read hints for: no hint can say "none", and
+	 * every call looks (hints_ready fails). */
+	ng = getgroups(0, NULL);
+	if (ng < 0 || ng > HINTS_MAX - 2)
+		return -1;
 	ng = getgroups(HINTS_MAX - 2, groups);
+	if (ng < 0)
+		return -1;
 	for (i = 0; i < ng; i++) {
 		uint64_t k = HINT_GROUP_BIT | groups[i];
 
@@ -415,6 +423,12 @@ static bool hints_ready(void)
 	if (hint_state != HINT_UNTRIED)
 		goto out;
 	n = hint_my_keys(hint_keys);
+	if (n < 0) {
+		log_msg("more than %d groups: checking for segments on every "
+			"call", HINTS_MAX - 2);
+		__atomic_store_n(&hint_state, HINT_BROKEN, __ATOMIC_RELEASE);
+		goto out;
+	}
 	for (i = 0; i < n; i++) {
 		hint_set[i] = hint_open(hint_keys[i]);
 		if (!hint_set[i])
@@ -520,6 +534,22 @@ static struct lifeline {
 static int lifeline_n;
 static pthread_mutex_t lifeline_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * A copy of fd out of the way of the numbers a program picks for itself
+ * (the lowest free ones): from 512 up, or from half the descriptor limit
+ * when that is lower; -1 if there is no room.
+ */
+static int lifeline_move(int fd)
+{
+	struct rlimit rl;
+	long from = 512;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)from >= rl.rlim_cur / 2)
+		from = (long)(rl.rlim_cur / 2);
+	return sys_fcntl(fd, F_DUPFD_CLOEXEC, from);
+}
+
 static int lifeline_open(uint64_t key)
 {
 	bool group = key & HINT_GROUP_BIT;
@@ -537,8 +567,7 @@ static int lifeline_open(uint64_t key)
 		sys_close(fd);
 		return -1;
 	}
-	/* Out of the way of the numbers a program picks for itself. */
-	hi = sys_fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	hi = lifeline_move(fd);
 	if (hi >= 0) {
 		sys_close(fd);
 		fd = hi;
@@ -610,6 +639,33 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known)
 		return true;
 	*known = true;
 	return type != F_UNLCK;
+}
+
+void lifeline_evict(int fd)
+{
+	int i, to;
+
+	pthread_mutex_lock(&lifeline_lock);
+	for (i = 0; i < lifeline_n; i++) {
+		if (lifelines[i].fd != fd)
+			continue;
+		to = lifeline_move(fd);
+		if (to < 0 || to == fd)
+			to = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (to >= 0) {
+			/* fd itself is the program's to replace now. */
+			__atomic_store_n(&lifelines[i].fd, to,
+					 __ATOMIC_RELEASE);
+		} else {
+			/* No number left: the lifeline goes with fd, and
+			 * the slot it vouched for is judged by /proc. */
+			log_msg("cannot move a lifeline off fd %d: %s", fd,
+				strerror(errno));
+			lifelines[i] = lifelines[--lifeline_n];
+		}
+		break;
+	}
+	pthread_mutex_unlock(&lifeline_lock);
 }
 
 bool lifeline_owns_fd(int fd)

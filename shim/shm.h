@@ -115,6 +115,9 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known);
 /* Whether fd is one of the shim's own lifeline descriptors, which the
  * program's closes must leave open. */
 bool lifeline_owns_fd(int fd);
+/* The program wants fd, a lifeline's number (dup2 onto it): move the
+ * lifeline to another number. */
+void lifeline_evict(int fd);
 /* Those of them in [lo, hi], ascending, at most max. */
 int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max);
 /* In a fork child: drop the parent's lifelines (inherited descriptors). */

@@ -355,3 +355,43 @@ stall_case() {
 	stall_case noshim
 	stall_case shim
 }
+
+# ---- edges a review found ----------------------------------------------
+
+@test "a failed exec in another thread while one appends: every record, exact size (kernel alone as control)" {
+	local f=$SCRATCH_MNT/edges.execfail
+	run timeout 120 env -u LD_PRELOAD "$HELPERS/p_edges" execfail 2000 \
+		"$T/lk" "$f.kernel"
+	[ "$status" -eq 0 ]
+	noshim "$HELPERS/t_verify" -S $((2000 * 4096)) "$f.kernel" "$T/lk"
+	run timeout 120 "$DIOSHIM" "$HELPERS/p_edges" execfail 2000 "$T/ls" "$f"
+	[ "$status" -eq 0 ]
+	noshim "$HELPERS/t_verify" -S $((2000 * 4096)) "$f" "$T/ls"
+	assert_no_segment "$f"
+	rm -f "$f" "$f.kernel"
+}
+
+@test "a vfork child appends through its parent's descriptor: three records in order, 12288 bytes" {
+	local f=$SCRATCH_MNT/edges.vfork
+	run timeout 60 env -u LD_PRELOAD "$HELPERS/p_edges" vforkwrite \
+		"$T/lk" "$f.kernel"
+	[ "$status" -eq 0 ]
+	[ "$output" = "size 12288" ]
+	run timeout 60 "$DIOSHIM" "$HELPERS/p_edges" vforkwrite "$T/ls" "$f"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "size 12288" ]
+	noshim "$HELPERS/t_verify" -S 12288 "$f" "$T/ls"
+	cmp <(noshim "$HELPERS/t_blocks" "$f.kernel" | wc -l) \
+		<(noshim "$HELPERS/t_blocks" "$f" | wc -l)
+	rm -f "$f" "$f.kernel"
+}
+
+@test "dup2 onto every number, then close them all: no number of the shim's keeps the program's pipe open" {
+	local f=$SCRATCH_MNT/edges.dup2
+	run timeout 60 "$DIOSHIM" "$HELPERS/p_edges" dup2life "$f"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "eof" ]
+	rm -f "$f"
+}

@@ -184,6 +184,15 @@ cut_and_compare() {
 	cut_and_compare a 4096 a 512 a 512 a 512 fsync
 }
 
+@test "power cut after 512-byte appends, each fsynced, up to a block's end: every one, 4096 (the record inside a block is rewritten)" {
+	cut_and_compare a 512 fsync a 512 fsync a 512 fsync a 512 fsync \
+		a 512 fsync a 512 fsync a 512 fsync a 512 fsync
+}
+
+@test "power cut after a 512-byte append and a 3584-byte one, each synced: 4096" {
+	cut_and_compare a 512 fsync a 3584 fdatasync
+}
+
 @test "power cut after 512-byte appends and fdatasync, with the journal committed before it: the size fdatasync acknowledged" {
 	# The appends are committed by the journal on its own first; the
 	# record is then the only change left for the sync, which ext4's

@@ -135,6 +135,12 @@ resume_writer() {
 	run stat -c '%a %G' "$(seg_of "$F")"
 	echo "$output"
 	[ "$output" = "660 $G" ]
+	# The other member sees the logical size (statx, as coreutils asks
+	# for it), while the kernel's is ahead of it.
+	run as "$U2" "$DIOSHIM" stat -c %s "$F"
+	echo "$output"
+	[ "$output" -eq $((40 * 4096)) ]
+	[ "$(real_size "$F")" -gt $((40 * 4096)) ]
 	resume_writer "$F" shared 400
 
 	install -m 644 -o "$U1" -g "$G" /dev/null "$F.p"
