@@ -245,5 +245,3 @@ void seg_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_unlock(m);
 }
-
-
