@@ -317,8 +317,8 @@ void fdtable_release_all(void)
 	pthread_mutex_unlock(&fdt_lock);
 }
 
-/* Call fn(fd, o) for every attached entry; under fdt_lock. */
-static void for_each_attached(void (*fn)(int, struct ofd *))
+/* Call fn(fd, o) for every entry that names an ofd; under fdt_lock. */
+static void for_each_ofd(void (*fn)(int, struct ofd *))
 {
 	unsigned c, i;
 
@@ -330,7 +330,7 @@ static void for_each_attached(void (*fn)(int, struct ofd *))
 		for (i = 0; i < FDT_CHUNK; i++) {
 			struct ofd *o = atomic_load(&chunk[i]);
 
-			if (o && o != OFD_PASS && atomic_load(&o->file))
+			if (o && o != OFD_PASS)
 				fn((int)((c << FDT_SHIFT) | i), o);
 		}
 	}
@@ -338,7 +338,10 @@ static void for_each_attached(void (*fn)(int, struct ofd *))
 
 static void exec_release(int fd, struct ofd *o)
 {
-	segment_exec_release(atomic_load(&o->file), fd);
+	struct shim_file *f = atomic_load(&o->file);
+
+	if (f)
+		segment_exec_release(f, fd);
 }
 
 static void exec_undo(int fd, struct ofd *o)
@@ -346,7 +349,7 @@ static void exec_undo(int fd, struct ofd *o)
 	struct shim_file *f = atomic_load(&o->file), *g;
 	struct file_id id;
 
-	if (!f->exec_released || segment_exec_undo(f))
+	if (!f || !f->exec_released || segment_exec_undo(f))
 		return;
 	/* We were the last user and the segment went with the exec that
 	 * failed: this description attaches anew (a new segment, or one
@@ -369,14 +372,14 @@ static void exec_undo(int fd, struct ofd *o)
 void fdtable_exec_prepare(void)
 {
 	pthread_mutex_lock(&fdt_lock);
-	for_each_attached(exec_release);
+	for_each_ofd(exec_release);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
 void fdtable_exec_failed(void)
 {
 	pthread_mutex_lock(&fdt_lock);
-	for_each_attached(exec_undo);
+	for_each_ofd(exec_undo);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
@@ -394,29 +397,20 @@ void fdtable_atfork_parent(void)
 	pthread_mutex_unlock(&fdt_lock);
 }
 
+/* A position lock held by a parent thread that the child does not have
+ * would never be released; appends under way belong to parent threads. */
+static void child_reset(int fd, struct ofd *o)
+{
+	(void)fd;
+	pthread_mutex_init(&o->pos_lock, NULL);
+	atomic_store(&o->appending, 0);
+	atomic_store(&o->append_end, 0);
+}
+
 void fdtable_atfork_child(void)
 {
-	unsigned c, i;
-
 	mem_atfork_release();
 	segment_atfork_child();
-	/* A position lock held by a parent thread that the child does not
-	 * have would never be released. */
-	for (c = 0; c < FDT_CHUNKS; c++) {
-		fd_entry *chunk = atomic_load(&fdt[c]);
-
-		if (!chunk)
-			continue;
-		for (i = 0; i < FDT_CHUNK; i++) {
-			struct ofd *o = atomic_load(&chunk[i]);
-
-			if (o && o != OFD_PASS) {
-				pthread_mutex_init(&o->pos_lock, NULL);
-				/* Appends under way belong to parent threads. */
-				atomic_store(&o->appending, 0);
-				atomic_store(&o->append_end, 0);
-			}
-		}
-	}
+	for_each_ofd(child_reset);
 	pthread_mutex_unlock(&fdt_lock);
 }

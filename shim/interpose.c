@@ -41,8 +41,6 @@
 
 static int lib_ready;
 static int lib_exiting;
-/* Set while exec_prepare leaves the files (see there). */
-#define exec_pending segment_exec_pending
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
 static void atfork_prepare(void)
@@ -214,7 +212,7 @@ static bool exec_prepare(void)
 	/* Holding the fd table and the file list through waits: no
 	 * cancellation point may end this thread here. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	__atomic_store_n(&exec_pending, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&segment_exec_pending, 1, __ATOMIC_RELEASE);
 	io_busy = 1;
 	async_drain_all();
 	fdtable_exec_prepare();
@@ -234,7 +232,7 @@ static void exec_failed(bool prepared)
 	io_busy = 1;
 	fdtable_exec_failed();
 	io_busy = 0;
-	__atomic_store_n(&exec_pending, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&segment_exec_pending, 0, __ATOMIC_RELEASE);
 	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
@@ -383,7 +381,7 @@ static __attribute__((noinline)) bool exec_wait(void)
 {
 	static const struct timespec nap = { 0, 100000 };
 
-	while (__atomic_load_n(&exec_pending, __ATOMIC_ACQUIRE))
+	while (__atomic_load_n(&segment_exec_pending, __ATOMIC_ACQUIRE))
 		nanosleep(&nap, NULL);
 	return !config.disable && !__atomic_load_n(&lib_exiting,
 						  __ATOMIC_RELAXED);
@@ -396,7 +394,7 @@ static inline struct ofd *served_io(int fd, bool *reentrant)
 	if (__builtin_expect(config.disable |
 				     __atomic_load_n(&lib_exiting,
 						     __ATOMIC_RELAXED) |
-				     __atomic_load_n(&exec_pending,
+				     __atomic_load_n(&segment_exec_pending,
 						     __ATOMIC_RELAXED),
 			     0) &&
 	    (io_busy || !exec_wait()))
@@ -530,19 +528,39 @@ EXPORT int __openat64_2(int dirfd, const char *path, int flags)
  * tell processes in other pid namespaces that this one died.  The range
  * is closed around them.
  */
-static int close_range_around(unsigned int lo, unsigned int hi, int flags)
+/*
+ * Close [lo, hi] up to its last lifeline, around them: by close_range, or
+ * one by one where the kernel has none and one_by_one says so.  Returns
+ * where the rest of the range starts (past the last lifeline, or lo when
+ * there is none), or -1 with close_range's error.
+ */
+static long close_below_lifelines(unsigned int lo, unsigned int hi, int flags,
+				  bool one_by_one)
 {
-	unsigned int keep[64];
+	unsigned int keep[64], fd;
 	int i, n = lifeline_fds(lo, hi, keep, 64);
 
 	for (i = 0; i < n; i++) {
-		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, flags))
-			return -1;
-		if (keep[i] == hi)
-			return 0;
+		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, flags)) {
+			if (!one_by_one)
+				return -1;
+			for (fd = lo; fd < keep[i]; fd++)
+				real_close((int)fd);
+		}
 		lo = keep[i] + 1;
 	}
-	return real_close_range(lo, hi, flags);
+	return lo;
+}
+
+static int close_range_around(unsigned int lo, unsigned int hi, int flags)
+{
+	long rest = close_below_lifelines(lo, hi, flags, false);
+
+	if (rest < 0)
+		return -1;
+	if (rest > (long)hi)
+		return 0; /* the last of the range was a lifeline */
+	return real_close_range((unsigned)rest, hi, flags);
 }
 
 EXPORT int close(int fd)
@@ -568,23 +586,13 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 
 EXPORT void closefrom(int lowfd)
 {
-	unsigned int keep[64], lo = (unsigned)lowfd, fd;
-	int i, n = 0;
-
 	if (lowfd >= 0)
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
+	/* Past the last lifeline, glibc's closefrom, with its own fallback. */
 	if (lowfd >= 0 && shim_on())
-		n = lifeline_fds((unsigned)lowfd, ~0u, keep, 64);
-	/* Up to each lifeline by close_range, or one by one where the
-	 * kernel has none; glibc's closefrom (with its own fallback) past
-	 * the last. */
-	for (i = 0; i < n; i++) {
-		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, 0))
-			for (fd = lo; fd < keep[i]; fd++)
-				real_close((int)fd);
-		lo = keep[i] + 1;
-	}
-	real_closefrom(n ? (int)lo : lowfd);
+		lowfd = (int)close_below_lifelines((unsigned)lowfd, ~0u, 0,
+						   true);
+	real_closefrom(lowfd);
 }
 
 EXPORT int fclose(FILE *stream)

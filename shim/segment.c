@@ -143,7 +143,7 @@ static bool slot_back_by_fd(struct dioshim_seg *seg, uintptr_t from,
 	return rc == 0;
 }
 
-/* Allocate the pages of slots [0, n). */
+/* Allocate the pages of slots [0, n) (a no-op where they are). */
 static bool slot_back_range(struct dioshim_seg *seg, int n)
 {
 	uintptr_t from = (uintptr_t)&seg->slot[0];
@@ -155,15 +155,9 @@ static bool slot_back_range(struct dioshim_seg *seg, int n)
 
 static bool slot_back(struct dioshim_seg *seg, int i)
 {
-	uint32_t hi = atomic_load(&seg->slots_hi);
-	uintptr_t from, to;
-
-	if ((uint32_t)i < hi)
+	if ((uint32_t)i < atomic_load(&seg->slots_hi))
 		return true;
-	from = (uintptr_t)&seg->slot[hi] & ~(uintptr_t)4095;
-	to = ((uintptr_t)&seg->slot[i + 1] + 4095) & ~(uintptr_t)4095;
-	if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) &&
-	    (errno != EINVAL || !slot_back_by_fd(seg, from, to))) {
+	if (!slot_back_range(seg, i + 1)) {
 		log_msg("cannot allocate attach slot %d (%s)", i,
 			strerror(errno));
 		return false;
