@@ -874,6 +874,8 @@ if [ ${#SUMMARY[@]} -gt 0 ]; then
 fi
 
 if [ -n "$RESULTS" ]; then
+	# bench/ab.sh's regression checks are kept: they are not this run's.
+	AB_SECTION=$(sed -n '/^<!-- bench\/ab.sh -->/,$p' "$RESULTS" 2>/dev/null || true)
 	{
 		echo "# dioshim benchmark results"
 		echo
@@ -907,6 +909,7 @@ if [ -n "$RESULTS" ]; then
 			printf '%s\n' "${SUMMARY[@]}"
 		fi
 		cat "$MD"
+		[ -z "$AB_SECTION" ] || printf '\n%s\n' "$AB_SECTION"
 	} >"$RESULTS"
 	echo "bench: wrote $RESULTS"
 fi

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench/ab.sh REV: the kernel alone, dioshim as of REV and dioshim as it is
+# in this tree, side by side on fresh scratch ext4 and XFS: a regression
+# check for a change to a hot path.  Needs root.  Prints a Markdown table
+# (median IOPS and CPU per write of REPS interleaved runs, and the new
+# build's ratio to the old one).
+#
+#   sudo bench/ab.sh ddc36b8
+#   sudo MODES="counter append" WRITERS=8 SECS=2 REPS=3 bench/ab.sh REV
+set -euo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+REV=${1:?usage: bench/ab.sh REV}
+: "${MODES:=counter append}" "${WRITERS:=8}" "${SECS:=2}" "${REPS:=3}"
+: "${FSTYPES:=ext4 xfs}"
+export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-ab-$$.registry
+# shellcheck source=../tests/lib/scratchfs.sh
+source "$TOP/tests/lib/scratchfs.sh"
+
+OLD=$(mktemp -d /dev/shm/dioshim-ab-old.XXXXXX)
+SHM=$(mktemp -d /dev/shm/dioshim-ab-shm.XXXXXX)
+cleanup() {
+	scratch_destroy_all
+	git -C "$TOP" worktree remove --force "$OLD" 2>/dev/null || rm -rf "$OLD"
+	rm -rf "$SHM"
+}
+trap cleanup EXIT
+git -C "$TOP" worktree add -q --detach "$OLD" "$REV"
+make -s -C "$OLD" -j2 >/dev/null
+make -s -C "$TOP" -j2 all "$TOP/build/appendbench" >/dev/null
+export DIOSHIM_SHM_DIR=$SHM
+BENCH=$TOP/build/appendbench
+declare -A mi=() mc=()
+
+# field NAME LINE: the value of NAME= in appendbench's output line.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "| fs | workload | writers | kernel IOPS | $REV IOPS | this tree IOPS | new/old | CPU µs/write kernel / $REV / this tree |"
+echo "|---|---|--:|--:|--:|--:|--:|---|"
+for fs in $FSTYPES; do
+	scratch_make "$fs" 2G >/dev/null
+	for mode in $MODES; do
+		for t in $WRITERS; do
+			declare -A iops=() cpu=()
+			for rep in $(seq "$REPS"); do
+				for side in kernel old new; do
+					f=$SCRATCH_MNT/ab.$side.$rep
+					case $side in
+					kernel) run=(env -u LD_PRELOAD) ;;
+					old) run=("$OLD/build/dioshim") ;;
+					new) run=("$TOP/build/dioshim") ;;
+					esac
+					out=$("${run[@]}" "$BENCH" run -m "$mode" \
+						-t "$t" -s "$SECS" "$f")
+					iops[$side]+="$(field iops "$out") "
+					cpu[$side]+="$(field cpu_us_per_op "$out") "
+					rm -f "$f"
+				done
+			done
+			for side in kernel old new; do
+				mi[$side]=$(tr ' ' '\n' <<<"${iops[$side]}" | grep . | median)
+				mc[$side]=$(tr ' ' '\n' <<<"${cpu[$side]}" | grep . | median)
+			done
+			echo "| $fs | $mode | $t | ${mi[kernel]} | ${mi[old]} | ${mi[new]} | $(awk -v a="${mi[new]}" -v b="${mi[old]}" 'BEGIN {printf "%.2fx", a / b}') | ${mc[kernel]} / ${mc[old]} / ${mc[new]} |"
+			unset iops cpu
+		done
+	done
+	scratch_destroy "$SCRATCH_DIR"
+done
