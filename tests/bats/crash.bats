@@ -17,6 +17,9 @@ setup() {
 	command -v xfs_io >/dev/null || skip "xfs_io (xfsprogs) missing"
 	F=$SCRATCH_MNT/crash.$BATS_TEST_NUMBER
 }
+# Each test's files go with it: the power-cut rounds on a fast device
+# write hundreds of MiB, and the next test must not meet a full filesystem.
+teardown() { rm -f "$F" "$F".*; }
 
 # The filesystem goes down as in a power cut: no log flush.  The shared
 # segments go too (/dev/shm does not survive a power cut); then the
