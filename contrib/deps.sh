@@ -18,6 +18,7 @@ have losetup || need="$need util-linux"
 have unshare || need="$need util-linux"
 have pgrep || need="$need procps"
 have useradd || need="$need passwd"
+have setfacl || need="$need acl"
 hdr liburing.h || need="$need liburing-dev"
 hdr libaio.h || need="$need libaio-dev"
 [ -z "$need" ] && exit 0

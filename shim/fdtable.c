@@ -191,7 +191,7 @@ struct ofd *fdtable_resolve(int fd)
 	}
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
 	if (f)
-		return f->slot >= 0 ? o : NULL;
+		return segment_serves(f, fd) ? o : NULL;
 	/* Watching: one load says whether any segment exists at all. */
 	if (!hint_maybe_live())
 		return NULL;
@@ -203,7 +203,7 @@ struct ofd *fdtable_resolve(int fd)
 		return NULL;
 	recheck(fd, o, gen);
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
-	return f && f->slot >= 0 ? o : NULL;
+	return f && segment_serves(f, fd) ? o : NULL;
 }
 
 void fdtable_opened(int fd, int flags)

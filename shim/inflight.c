@@ -100,6 +100,19 @@ struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd)
 	for (;;) {
 		atomic_fetch_add_explicit(&sh->inflight, 1,
 					  memory_order_seq_cst);
+		/* A guest made the file exact (after cutting the tail, under
+		 * a barrier that drained us): the call goes as it is.  Read
+		 * before the barrier: a writer that then finds the barrier
+		 * down is one that barrier's drain waits for. */
+		if (__builtin_expect(atomic_load_explicit(&seg->exact,
+							  memory_order_seq_cst),
+				     0)) {
+			atomic_fetch_sub_explicit(&sh->inflight, 1,
+						  memory_order_release);
+			if (waited)
+				atomic_fetch_sub(&seg->barrier_waiters, 1);
+			return NULL;
+		}
 		if (!atomic_load_explicit(&seg->barrier,
 					  memory_order_seq_cst)) {
 			if (waited)
@@ -257,6 +270,11 @@ bool barrier_raise_fd(struct shim_file *f, int fd)
 
 	if (!seg_lock(&seg->barrier_lock, &recovered))
 		return false;
+	/* Exact (set under this lock): no size change needs the shim. */
+	if (atomic_load(&seg->exact)) {
+		seg_unlock(&seg->barrier_lock);
+		return false;
+	}
 	/* Writers held up by the last barrier get in before this one goes
 	 * up (for at most FAIR_WAIT_NS: a waiter killed while waiting never
 	 * gets in). */

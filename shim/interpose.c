@@ -333,7 +333,7 @@ static __attribute__((noinline)) struct ofd *served_slow(int fd)
 		if (!o || o == OFD_PASS)
 			return NULL;
 		f = atomic_load_explicit(&o->file, memory_order_acquire);
-		return f && f->slot >= 0 ? o : NULL;
+		return f && segment_member_serves(f) ? o : NULL;
 	}
 	io_busy = 1;
 	o = fdtable_resolve(fd);
@@ -368,7 +368,7 @@ static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
 	if (!o || o == OFD_PASS)
 		return NULL;
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
-	if (!f || f->slot < 0)
+	if (!f || !segment_member_serves(f))
 		return NULL;
 	*reentrant = true;
 	return o;
@@ -805,12 +805,34 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off,
 
 /* ---- writes ------------------------------------------------------------- */
 
+/* An O_APPEND descriptor of a file the shim keeps exact, or NULL. */
+static __attribute__((noinline)) struct shim_file *exact_appender(int fd)
+{
+	struct ofd *o;
+	struct shim_file *f;
+
+	if (!shim_on() || io_busy || in_vfork_child())
+		return NULL;
+	o = fdtable_peek(fd);
+	if (!o || o == OFD_PASS ||
+	    !(atomic_load_explicit(&o->flags, memory_order_relaxed) &
+	      O_APPEND))
+		return NULL;
+	f = atomic_load_explicit(&o->file, memory_order_acquire);
+	return f && !segment_member_serves(f) ? f : NULL;
+}
+
 #define WRITE_BODY(fallback, ...)                                  \
 	do {                                                       \
 		bool re_;                                          \
 		struct ofd *o_ = served_io(fd, &re_);              \
-		if (!o_)                                           \
-			return fallback;                           \
+		if (!o_) {                                         \
+			struct shim_file *x_ = exact_appender(fd); \
+			if (!x_)                                   \
+				return fallback;                   \
+			struct io_req r_ = { __VA_ARGS__ };        \
+			return io_write_exact(x_, &r_);            \
+		}                                                  \
 		struct io_req r_ = { __VA_ARGS__ };                \
 		return io_write(o_, &r_, re_);                     \
 	} while (0)

@@ -266,6 +266,38 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 	return ret;
 }
 
+/*
+ * An append to a file kept exact (a guest writes it): the kernel places
+ * it, but one at a time, under the segment's ext_lock, which no
+ * reservation takes while the file is exact.  XFS alone hands two
+ * concurrent O_APPEND|O_DIRECT writers one offset; the members and the
+ * guests that share a segment never do.
+ */
+static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
+				    const struct io_req *r, int *err)
+{
+	bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
+	ssize_t ret = real_write_call(r);
+
+	*err = errno;
+	if (locked)
+		seg_unlock(&seg->ext_lock);
+	return ret;
+}
+
+ssize_t io_write_exact(struct shim_file *f, const struct io_req *r)
+{
+	struct guard g;
+	ssize_t ret;
+	int err;
+
+	guard_enter(&g, true);
+	ret = append_one_at_a_time(__atomic_load_n(&f->seg, __ATOMIC_ACQUIRE),
+				   r, &err);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
 ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
@@ -301,9 +333,16 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		pthread_mutex_lock(&o->pos_lock);
 	sh = inflight_enter_fd(f, r->fd);
 	if (!sh) {
-		/* The segment's barrier is unusable: this write goes as is. */
-		ret = real_write_call(r);
-		err = errno;
+		/* The file turned exact, or the segment's barrier is
+		 * unusable: this write goes as is (an append one at a
+		 * time). */
+		if (append &&
+		    atomic_load_explicit(&seg->exact, memory_order_relaxed)) {
+			ret = append_one_at_a_time(seg, r, &err);
+		} else {
+			ret = real_write_call(r);
+			err = errno;
+		}
 		goto out_unlock;
 	}
 	/* After entering: an exec that failed in another thread may have

@@ -54,6 +54,10 @@ bool io_kernel_ready(void);
 /* reentrant: called from a signal handler that interrupted this thread
  * inside the shim — take no lock and wait for nothing. */
 ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant);
+/* A write through an O_APPEND descriptor of f, which the shim does not
+ * serve because the file is exact (f is a guest's, or a guest writes it):
+ * as the kernel does it, one append at a time among the segment's users. */
+ssize_t io_write_exact(struct shim_file *f, const struct io_req *r);
 ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant);
 off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant);
 int io_ftruncate(struct ofd *o, int fd, off_t len);

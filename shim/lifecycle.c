@@ -13,6 +13,7 @@
 #include "segment.h"
 
 #include "config.h"
+#include "inflight.h"
 #include "log.h"
 #include "prefill.h"
 #include "rangelock.h"
@@ -62,8 +63,11 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	};
 	struct stat st;
 
-	if (recover_fd_hint(fd, seg_blksize(seg), &hint, &recover_last) ==
-	    RECOVER_FAILED) {
+	/* Exact (a guest wrote it): nothing was reserved, the words are
+	 * stale, the kernel's size is the file's. */
+	if (!atomic_load(&seg->exact) &&
+	    recover_fd_hint(fd, seg_blksize(seg), &hint, &recover_last) ==
+		    RECOVER_FAILED) {
 		log_msg("recovery failed (%s): keeping the segment's eof",
 			strerror(errno));
 		seg_resync(seg, fd);
@@ -102,7 +106,39 @@ static void first_in(struct dioshim_seg *seg, int fd)
 
 static bool last_out(struct shim_file *f, int fd)
 {
+	/* Exact: nothing reserved, and words that may be behind the kernel's
+	 * size (the calls went to it as they were): nothing to cut. */
+	if (atomic_load(&f->seg->exact))
+		return true;
 	return reserve_trim(f, fd);
+}
+
+/*
+ * A guest is about to write: no one may have anything reserved while it
+ * does.  Under the barrier (no write in flight) the reserved tail is cut
+ * as a last user would cut it; then the file is marked exact, and every
+ * writer after that goes to the kernel as it is.
+ */
+static void guest_in(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool recovered, locked;
+
+	if (!barrier_raise_fd(f, fd)) {
+		if (!atomic_load(&seg->exact))
+			log_msg("a guest cannot make the file exact: the "
+				"barrier is unusable");
+		return;
+	}
+	locked = seg_lock(&seg->ext_lock, &recovered);
+	barrier_changing(f); /* a guest killed here: the words are redone */
+	if (!reserve_trim(f, fd))
+		log_msg("a guest could not cut the reserved tail (%s)",
+			strerror(errno));
+	atomic_store(&seg->exact, 1);
+	if (locked)
+		seg_unlock(&seg->ext_lock);
+	barrier_lower(f);
 }
 
 static const struct segment_hooks lifecycle_hooks = {
@@ -110,6 +146,7 @@ static const struct segment_hooks lifecycle_hooks = {
 	.first_in = first_in,
 	.last_out = last_out,
 	.image_gone = rangelock_release_self,
+	.guest_in = guest_in,
 };
 
 __attribute__((constructor)) static void lifecycle_register(void)

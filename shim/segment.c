@@ -455,18 +455,23 @@ static void seg_init(void *map, const void *argp)
 
 /*
  * Attach to the segment at path (mapped as seg), under its attach_lock.
- * Returns the slot, -1 to give up, -2 to start over (the segment died).
+ * Returns the slot, JOIN_NONE to give up (not this file's segment, or one
+ * we cannot touch), JOIN_AGAIN to start over (the segment died),
+ * JOIN_GUEST to write it as a guest (no slot to be had).
  */
+#define JOIN_NONE (-1)
+#define JOIN_AGAIN (-2)
+#define JOIN_GUEST (-3)
 static int seg_join(struct dioshim_seg *seg, const char *path,
 		    const struct file_id *id, int fd)
 {
 	int slot;
 
 	if (!attach_lock_take(seg))
-		return -1;
+		return JOIN_GUEST;
 	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD) {
 		seg_unlock(&seg->attach_lock);
-		return -2;
+		return JOIN_AGAIN;
 	}
 	/* Every walk of the slots goes up to slots_hi, a word any writer
 	 * of the file can set: the pages below it are ours to touch only
@@ -475,7 +480,7 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		seg_unlock(&seg->attach_lock);
 		log_msg("%s: its slots cannot be backed: passing through",
 			path);
-		return -1;
+		return JOIN_NONE;
 	}
 	if (!birth_matches(seg, id)) {
 		/* The inode number was reused; the old file's segment may
@@ -484,21 +489,28 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 			seg_unlock(&seg->attach_lock);
 			log_msg("%s: belongs to an older file still open "
 				"elsewhere: passing through", path);
-			return -1;
+			return JOIN_NONE;
 		}
 		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
 		sys_unlink(path);
 		hint_live_add(seg->hint_key, -1);
 		seg_unlock(&seg->attach_lock);
-		return -2;
+		return JOIN_AGAIN;
 	}
-	if (!others_alive(seg, -1))
+	if (!others_alive(seg, -1)) {
 		seg_recover(seg, fd);
+		/* Exact stays only while a guest lives. */
+		atomic_store(&seg->exact,
+			     guest_present(seg->hint_key, id->dev, id->ino));
+	}
 	slot = slot_claim(seg);
 	seg_unlock(&seg->attach_lock);
-	if (slot < 0)
+	if (slot < 0) {
 		log_msg("%s: no attach slot (all %d taken, or no memory for "
-			"one): passing through", path, DIOSHIM_MAX_PROCS);
+			"one): writing as a guest, the file exact", path,
+			DIOSHIM_MAX_PROCS);
+		return JOIN_GUEST;
+	}
 	return slot;
 }
 
@@ -532,7 +544,7 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	struct dioshim_seg *seg = NULL;
 	struct shim_file *f;
 	int slot = -1, tries;
-	bool moved = false;
+	bool moved = false, guest = false, announced = false;
 
 	if (segment_path_of(path, sizeof(path), id->dev, id->ino, id->mode,
 			    id->gid, create))
@@ -575,6 +587,11 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 						   &arg);
 			if (seg) {
 				seg_recover(seg, fd);
+				/* Published: a guest that announced itself
+				 * before looking found nothing here. */
+				if (guest_present(arg.hint_key, id->dev,
+						  id->ino))
+					atomic_store(&seg->exact, 1);
 				seg_unlock(&seg->attach_lock);
 				break;
 			}
@@ -583,6 +600,17 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 				continue;
 			log_msg("%s: cannot create (%s): passing through", path,
 				strerror(errno));
+			/* No segment (a full directory): we write the file
+			 * as it is, so no one may reserve in it while we
+			 * live.  Announced as a guest, then looked at again:
+			 * a segment made meanwhile is joined (and made
+			 * exact), one made later starts exact. */
+			if (!announced &&
+			    guest_hold(arg.hint_key, id->dev, id->ino, true)) {
+				announced = true;
+				create = false;
+				continue;
+			}
 			break;
 		}
 		if (!seg) {
@@ -600,9 +628,14 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 		slot = seg_join(seg, path, id, fd);
 		if (slot >= 0)
 			break;
+		if (slot == JOIN_GUEST) {
+			guest = true;
+			slot = -1;
+			break;
+		}
 		munmap(seg, SEG_SIZE);
 		seg = NULL;
-		if (slot == -1)
+		if (slot == JOIN_NONE)
 			break;
 	}
 	f = NULL;
@@ -623,12 +656,35 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	f->ino = id->ino;
 	f->fs_bit = id->fs_bit;
 	f->slot = slot;
+	f->guest = guest;
 	f->refs = 1;
 	f->next = files_head;
 	files_head = f;
+	/* Attached: our descriptors that found no segment will attach too,
+	 * on their next call; the file stays exact while this segment
+	 * lives. */
+	guest_drop(seg->hint_key, id->dev, id->ino, true);
+	if (guest && !guest_hold(seg->hint_key, id->dev, id->ino, false))
+		log_msg("%s: a guest that cannot announce itself: a segment "
+			"made after this one's last member may reserve", path);
 out:
 	pthread_mutex_unlock(&files_lock);
+	/* A guest makes the file exact before its first write. */
+	if (f && f->guest)
+		segment_serves(f, fd);
 	return f;
+}
+
+bool segment_serves_slow(struct shim_file *f, int fd)
+{
+	const struct segment_hooks *h = __atomic_load_n(&hooks,
+						       __ATOMIC_ACQUIRE);
+	struct dioshim_seg *seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+
+	if (f->guest && fd >= 0 && !atomic_load(&seg->exact) && h &&
+	    h->guest_in)
+		h->guest_in(f, fd);
+	return false;
 }
 
 /* Detach f (its last reference is gone); files_lock held. */
@@ -644,13 +700,17 @@ static void file_detach(struct shim_file *f, int fd)
 			break;
 		}
 	}
+	if (f->guest)
+		guest_drop(seg->hint_key, f->dev, f->ino, false);
 	if (attach_lock_take(seg)) {
-		slot_release(seg, f->slot); /* none, for a slotless child */
+		slot_release(seg, f->slot); /* none, for a guest */
 		/* A segment already dead (its last user left it at exec) is
-		 * not ours to unlink: the name may be a new segment's. */
+		 * not ours to unlink: the name may be a new segment's.  One
+		 * a guest still writes stays, exact, for it to remove. */
 		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
-		    !others_alive(seg, -1) && last_out(f, fd) &&
-		    !seg_path_of(seg, path, sizeof(path))) {
+		    !others_alive(seg, -1) &&
+		    !guest_present(seg->hint_key, f->dev, f->ino) &&
+		    last_out(f, fd) && !seg_path_of(seg, path, sizeof(path))) {
 			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
 			sys_unlink(path);
 			hint_live_add(seg->hint_key, -1);
@@ -714,7 +774,7 @@ bool segment_exec_revive(struct shim_file *f, struct shim_file *g)
 	pthread_mutex_lock(&files_lock);
 	/* Only a fresh attachment of the file's new segment: one that other
 	 * descriptors share already stays theirs. */
-	if (g && g != f && g->refs == 1 && f->exec_released) {
+	if (g && g != f && g->refs == 1 && g->slot >= 0 && f->exec_released) {
 		old = f->seg;
 		__atomic_store_n(&f->seg, g->seg, __ATOMIC_RELEASE);
 		f->exec_released = false;
@@ -796,15 +856,23 @@ void segment_atfork_child(void)
 	for (pp = &files_head; (f = *pp);) {
 		int slot = -1;
 
+		/* A guest's child is one too: its lock is taken anew. */
+		if (f->guest) {
+			pp = &f->next;
+			continue;
+		}
 		if (attach_lock_take(f->seg)) {
 			slot = slot_claim(f->seg);
 			seg_unlock(&f->seg->attach_lock);
 		}
 		if (slot < 0) {
 			/* Keep the mapping (ofds point here) but stop using
-			 * the parent's slot: the child passes through. */
-			log_msg("fork: no slot for the child: passing through");
+			 * the parent's slot: the child writes as a guest,
+			 * making the file exact on its first call. */
+			log_msg("fork: no slot for the child: a guest");
 			f->slot = -1;
+			f->guest = true;
+			guest_hold(f->seg->hint_key, f->dev, f->ino, false);
 		} else {
 			f->slot = slot;
 		}
@@ -1010,6 +1078,12 @@ bool file_identify(int fd, struct file_id *id)
 		return false;
 	id->fs_bit = config_fs_bit(sfs.f_type);
 	if (!(id->fs_bit & config.fs_mask))
+		return false;
+	/* Writers a segment could not let in — anyone, for a world-writable
+	 * file; the users and groups an ACL names — would write beside a
+	 * reservation: such a file is served for no one (DESIGN.md 4). */
+	if ((stx.stx_mode & S_IWOTH) ||
+	    syscall(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
 		return false;
 	id->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	id->ino = stx.stx_ino;

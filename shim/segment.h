@@ -26,6 +26,9 @@ struct shim_file {
 	 * first pins the attachment with one reference, the last drops it */
 	unsigned async_ops;
 	bool exec_released; /* slot given back for an exec; under files_lock */
+	/* A guest (slot -1): it writes with no slot, holding its guest lock
+	 * (shm.h) while attached; the file is kept exact for everyone. */
+	bool guest;
 	struct shim_file *next; /* the process's list; under files_lock */
 };
 
@@ -62,6 +65,10 @@ struct segment_hooks {
 	bool (*last_out)(struct shim_file *f, int fd);
 	/* A new image of this process, at load: free what the old held. */
 	void (*image_gone)(struct dioshim_seg *seg);
+	/* A guest about to write through fd (no attach_lock held, other
+	 * users active): make the file exact — drain the writers, cut the
+	 * reserved tail, set seg->exact. */
+	void (*guest_in)(struct shim_file *f, int fd);
 };
 void segment_set_hooks(const struct segment_hooks *h);
 
@@ -75,6 +82,29 @@ bool file_identify(int fd, struct file_id *id);
  * has no usable segment: the caller passes the call through.
  */
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create);
+
+/* Whether the shim serves calls on f, with no side effect: a member's,
+ * unless the file is exact (a guest writes it).  Only a hint: writers
+ * decide again after announcing themselves (inflight_enter_fd). */
+static inline bool segment_member_serves(struct shim_file *f)
+{
+	struct dioshim_seg *seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+
+	return __builtin_expect(__atomic_load_n(&f->slot, __ATOMIC_RELAXED) >=
+					0 &&
+					!atomic_load_explicit(
+						&seg->exact,
+						memory_order_relaxed),
+				1);
+}
+
+bool segment_serves_slow(struct shim_file *f, int fd);
+/* segment_member_serves(); a guest's calls never are served, and its
+ * first one through fd makes the file exact first. */
+static inline bool segment_serves(struct shim_file *f, int fd)
+{
+	return segment_member_serves(f) || segment_serves_slow(f, fd);
+}
 
 /* Before exec: give back our slot in f's file (fd, still open, names
  * it), trimming as its last user would.  f->slot is -1 afterwards. */

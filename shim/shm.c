@@ -695,15 +695,204 @@ int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max)
 	return n;
 }
 
-/* In a fork child: the inherited descriptors carry the parent's locks. */
-void lifeline_forget_inherited(void)
+/* ---- guests -------------------------------------------------------------- */
+
+/*
+ * A guest of a file: a process that writes it with no slot in its segment
+ * (every slot taken, no memory for another) or with no segment at all
+ * (none could be made).  It cannot take part in a reservation, so the file
+ * must have none while it writes (DESIGN.md 4): it holds an OFD read lock
+ * on byte DIOSHIM_GUEST_BASE + guest_byte(file) of its place's directory
+ * (which needs no memory: a full directory is the usual reason for a
+ * guest), and the members keep the file exact while any guest's lock is
+ * there.  The kernel drops the lock when the guest dies or execs, in any
+ * pid namespace.  The descriptor is kept with the lifelines (the same
+ * protection from the program's close and dup2), under key | GUEST_KEY.
+ * Anyone who can open the directory can take such a lock, or collide with
+ * another file's byte: that costs the file its reservation, nothing else.
+ * F_OFD_GETLK does not see the asker's own locks: our holds are in
+ * guests[].
+ */
+#define GUEST_KEY (1ull << 63)
+#define GUESTS_MAX 64
+static struct guest {
+	uint64_t key;
+	uint32_t byte;
+	unsigned holds;
+	bool pinned; /* one of the holds is a descriptor with no segment */
+} guests[GUESTS_MAX];
+static int guest_n;
+
+static uint32_t guest_byte(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ULL) ^ ino;
+
+	h *= 0xff51afd7ed558ccdULL;
+	return (uint32_t)(h >> 33); /* 31 bits */
+}
+
+static int guest_lock_byte(int fd, uint32_t byte, int cmd, short type)
+{
+	struct flock fl = {
+		.l_type = type,
+		.l_whence = SEEK_SET,
+		.l_start = (off_t)(DIOSHIM_GUEST_BASE + byte),
+		.l_len = 1,
+	};
+	int rc = (int)sys_fcntl(fd, cmd, (long)&fl);
+
+	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
+}
+
+/* A descriptor of key's place directory, out of the program's way. */
+static int guest_dir_open(uint64_t key)
+{
+	char path[PATH_MAX];
+	int fd, hi;
+
+	if (key & HINT_GROUP_BIT) {
+		if (group_dir(path, sizeof(path), (uint32_t)key, false))
+			return -1;
+	} else if (snprintf(path, sizeof(path), "%s", config.shm_dir) >=
+		   (int)sizeof(path)) {
+		return -1;
+	}
+	fd = sys_openat(AT_FDCWD, path,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	hi = lifeline_move(fd);
+	if (hi >= 0) {
+		sys_close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
+/* Our kept descriptor of key's place directory, opened on first use;
+ * lifeline_lock held. */
+static int guest_dir_fd(uint64_t key, bool open_it)
+{
+	int i, fd;
+
+	for (i = 0; i < lifeline_n; i++)
+		if (lifelines[i].key == (key | GUEST_KEY))
+			return lifelines[i].fd;
+	if (!open_it || lifeline_n == LIFELINES_MAX)
+		return -1;
+	fd = guest_dir_open(key);
+	if (fd >= 0) {
+		lifelines[lifeline_n].key = key | GUEST_KEY;
+		lifelines[lifeline_n].fd = fd;
+		lifeline_n++;
+	}
+	return fd;
+}
+
+static struct guest *guest_find(uint64_t key, uint32_t byte)
 {
 	int i;
+
+	for (i = 0; i < guest_n; i++)
+		if (guests[i].key == key && guests[i].byte == byte)
+			return &guests[i];
+	return NULL;
+}
+
+bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
+{
+	uint32_t byte = guest_byte(dev, ino);
+	struct guest *g;
+	bool ok = false;
+	int fd;
+
+	pthread_mutex_lock(&lifeline_lock);
+	g = guest_find(key, byte);
+	if (g) {
+		if (!pin || !g->pinned)
+			g->holds++;
+		g->pinned |= pin;
+		ok = true;
+	} else if (guest_n < GUESTS_MAX &&
+		   (fd = guest_dir_fd(key, true)) >= 0 &&
+		   !guest_lock_byte(fd, byte, F_OFD_SETLK, F_RDLCK)) {
+		guests[guest_n++] = (struct guest){ key, byte, 1, pin };
+		ok = true;
+	}
+	pthread_mutex_unlock(&lifeline_lock);
+	if (!ok)
+		log_msg("cannot announce a guest writer (%s)", strerror(errno));
+	return ok;
+}
+
+void guest_drop(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
+{
+	struct guest *g;
+	int fd;
+
+	pthread_mutex_lock(&lifeline_lock);
+	g = guest_find(key, guest_byte(dev, ino));
+	if (g && pin && !g->pinned)
+		g = NULL;
+	if (g && pin)
+		g->pinned = false;
+	if (g && --g->holds == 0) {
+		fd = guest_dir_fd(key, false);
+		if (fd >= 0)
+			guest_lock_byte(fd, g->byte, F_OFD_SETLK, F_UNLCK);
+		*g = guests[--guest_n];
+	}
+	pthread_mutex_unlock(&lifeline_lock);
+}
+
+bool guest_present(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	uint32_t byte = guest_byte(dev, ino);
+	int fd, type;
+	bool mine;
+
+	pthread_mutex_lock(&lifeline_lock);
+	if (guest_find(key, byte)) {
+		pthread_mutex_unlock(&lifeline_lock);
+		return true;
+	}
+	fd = guest_dir_fd(key, false);
+	mine = fd >= 0;
+	if (!mine)
+		fd = guest_dir_open(key);
+	/* No directory to lock in: no guest could have announced itself. */
+	type = fd < 0 ? F_UNLCK : guest_lock_byte(fd, byte, F_OFD_GETLK,
+						  F_WRLCK);
+	if (fd >= 0 && !mine)
+		sys_close(fd);
+	pthread_mutex_unlock(&lifeline_lock);
+	/* A test that fails says nothing: count a guest, which costs only
+	 * the reservation. */
+	return type != F_UNLCK;
+}
+
+/*
+ * In a fork child: the inherited descriptors carry the parent's locks.
+ * The child is a guest of the parent's files as the parent was: it takes
+ * its own guest locks, on descriptors of its own.
+ */
+void lifeline_forget_inherited(void)
+{
+	int i, fd;
 
 	for (i = 0; i < lifeline_n; i++)
 		sys_close(lifelines[i].fd);
 	lifeline_n = 0;
 	pthread_mutex_init(&lifeline_lock, NULL);
+	for (i = 0; i < guest_n; i++) {
+		pthread_mutex_lock(&lifeline_lock);
+		fd = guest_dir_fd(guests[i].key, true);
+		if (fd < 0 || guest_lock_byte(fd, guests[i].byte, F_OFD_SETLK,
+					      F_RDLCK))
+			log_msg("fork: cannot announce the child as a guest "
+				"writer (%s)", strerror(errno));
+		pthread_mutex_unlock(&lifeline_lock);
+	}
 }
 
 /*

@@ -90,6 +90,11 @@ struct dioshim_owner {
 	uint64_t pidns; /* pid namespace inode | lifeline token << 32 */
 };
 #define DIOSHIM_LIFELINE_BASE (1ULL << 40)
+/* A guest of a file (a writer with no slot in its segment, or with no
+ * segment at all) holds an OFD read lock on byte DIOSHIM_GUEST_BASE +
+ * a 31-bit hash of the file's (dev, ino) of its place's directory (the
+ * segment directory, or the group's) while it has the file open. */
+#define DIOSHIM_GUEST_BASE (1ULL << 41)
 #define DIOSHIM_OWNER_PID_BITS 22
 #define DIOSHIM_OWNER_PID_MASK ((1ULL << DIOSHIM_OWNER_PID_BITS) - 1)
 
@@ -199,7 +204,15 @@ struct dioshim_seg {
 	 * cannot starve writers */
 	DIOSHIM_ATOMIC(uint32_t) barrier_waiters;
 	struct dioshim_owner barrier_owner;
-	uint64_t barrier_pad2[5];
+	/* Non-zero: the file is exact — nothing reserved, every call goes to
+	 * the kernel as it is — because a process writes it without a slot
+	 * (a guest, DESIGN.md 4).  Set by a guest under the barrier, after
+	 * the reserved tail is cut; cleared only by a first live user that
+	 * finds no guest's lock (DIOSHIM_GUEST_BASE).  Writers read it after
+	 * announcing themselves and before the barrier. */
+	DIOSHIM_ATOMIC(uint32_t) exact;
+	uint32_t exact_pad;
+	uint64_t barrier_pad2[4];
 
 	/* Robust process-shared mutexes: the kernel hands a dead owner's lock
 	 * to the next locker with EOWNERDEAD. */

@@ -170,7 +170,8 @@ static int status(char **files)
 		printf("%s: eof %llu phys %llu tail %llu kernel-size %lld "
 		       "record %llu/%llu "
 		       "users %u procs %d inflight %lld writes %llu bytes %llu "
-		       "appends %llu reserves %llu exact %llu prefills %llu\n",
+		       "appends %llu reserves %llu exact %llu prefills %llu "
+		       "mode %s\n",
 		       *files, (unsigned long long)atomic_load(&seg->eof),
 		       (unsigned long long)atomic_load(&seg->phys),
 		       (unsigned long long)atomic_load(&seg->tail),
@@ -182,7 +183,8 @@ static int status(char **files)
 		       (unsigned long long)writes, (unsigned long long)bytes,
 		       (unsigned long long)appends,
 		       (unsigned long long)reserves, (unsigned long long)exact,
-		       (unsigned long long)prefills);
+		       (unsigned long long)prefills,
+		       atomic_load(&seg->exact) ? "exact" : "reserving");
 		segment_unmap(seg);
 	}
 	return rc;
