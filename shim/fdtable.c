@@ -77,12 +77,42 @@ static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 
 /* Drop one fd's reference; fd is still open (or -1 when the number no
  * longer names this file). */
+/* o's announcement as a guest, if it has one, goes. */
+static void ofd_unpin(struct ofd *o)
+{
+	if (o->pin.held) {
+		guest_drop(o->pin.key, o->pin.dev, o->pin.ino);
+		o->pin.held = false;
+	}
+}
+
+/*
+ * After an attach attempt for o that gave f: o keeps the announcement *p
+ * (one per description) while it is not attached; attached, or
+ * OFD_PASS, it needs none.
+ */
+static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p)
+{
+	bool keep = o != OFD_PASS && !f;
+
+	if (o != OFD_PASS && !keep)
+		ofd_unpin(o);
+	if (!p->held)
+		return;
+	if (keep && !o->pin.held)
+		o->pin = *p;
+	else
+		guest_drop(p->key, p->dev, p->ino);
+	p->held = false;
+}
+
 static void ofd_put(struct ofd *o, int fd)
 {
 	struct shim_file *f;
 
 	if (o == OFD_PASS || --o->refs)
 		return;
+	ofd_unpin(o);
 	f = atomic_load(&o->file);
 	o->next = ofd_free;
 	ofd_free = o;
@@ -97,10 +127,12 @@ static bool direct_writer(int flags)
 
 /* Identify fd and attach it if its file has (or, for an O_DIRECT writer,
  * gets) a segment.  Under fdt_lock. */
-static struct shim_file *identify_attach(int fd, int flags, bool *servable)
+static struct shim_file *identify_attach(int fd, int flags, bool *servable,
+					 struct guest_pin *pin)
 {
 	struct file_id id;
 
+	pin->held = false;
 	*servable = file_identify(fd, &id);
 	if (!*servable)
 		return NULL;
@@ -108,13 +140,15 @@ static struct shim_file *identify_attach(int fd, int flags, bool *servable)
 		*servable = false;
 		return NULL;
 	}
-	return segment_attach(fd, &id, direct_writer(flags));
+	return segment_attach_pin(fd, &id, direct_writer(flags), pin);
 }
 
 /* Under fdt_lock. */
 static struct ofd *classify(int fd, int flags)
 {
+	struct guest_pin pin;
 	struct shim_file *f;
+	struct ofd *o;
 	uint64_t gen;
 	bool servable;
 
@@ -128,10 +162,11 @@ static struct ofd *classify(int fd, int flags)
 	gen = hint_gen();
 	if (!direct_writer(flags) && !hint_maybe_live())
 		return ofd_new(flags, OFD_UNCHECKED, NULL, gen);
-	f = identify_attach(fd, flags, &servable);
-	if (!servable)
-		return OFD_PASS;
-	return ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen);
+	f = identify_attach(fd, flags, &servable, &pin);
+	o = servable ? ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen) :
+		       OFD_PASS;
+	ofd_pin(o, f, &pin);
+	return o;
 }
 
 static struct ofd *adopt(int fd)
@@ -154,6 +189,7 @@ static struct ofd *adopt(int fd)
 
 static void recheck(int fd, struct ofd *o, uint64_t gen)
 {
+	struct guest_pin pin;
 	struct shim_file *f;
 	bool servable;
 
@@ -161,7 +197,8 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 	if (entry_get(fd) == o && !atomic_load(&o->file) &&
 	    o->state != OFD_NEVER) {
 		f = identify_attach(fd, (int)atomic_load(&o->flags),
-				    &servable);
+				    &servable, &pin);
+		ofd_pin(o, f, &pin);
 		if (!servable) {
 			o->state = OFD_NEVER;
 		} else if (f) {
@@ -284,6 +321,7 @@ void fdtable_dup(int oldfd, int newfd)
 
 void fdtable_setfl(int fd)
 {
+	struct guest_pin pin;
 	struct ofd *o;
 	struct shim_file *f;
 	bool servable;
@@ -297,7 +335,8 @@ void fdtable_setfl(int fd)
 		/* O_DIRECT turned on for a writer: from now on it is one. */
 		if (!atomic_load(&o->file) && o->state != OFD_NEVER &&
 		    direct_writer(flags)) {
-			f = identify_attach(fd, flags, &servable);
+			f = identify_attach(fd, flags, &servable, &pin);
+			ofd_pin(o, f, &pin);
 			if (!servable)
 				o->state = OFD_NEVER;
 			if (f) {
@@ -347,6 +386,7 @@ static void exec_release(int fd, struct ofd *o)
 static void exec_undo(int fd, struct ofd *o)
 {
 	struct shim_file *f = atomic_load(&o->file), *g;
+	struct guest_pin pin = { 0, 0, 0, false };
 	struct file_id id;
 
 	if (!f || !f->exec_released || segment_exec_undo(f))
@@ -355,14 +395,17 @@ static void exec_undo(int fd, struct ofd *o)
 	 * failed: this description attaches anew (a new segment, or one
 	 * that another process made meanwhile). */
 	g = file_identify(fd, &id) ?
-		    segment_attach(fd, &id,
-				   direct_writer((int)atomic_load(&o->flags))) :
+		    segment_attach_pin(fd, &id,
+				       direct_writer((int)atomic_load(&o->flags)),
+				       &pin) :
 		    NULL;
 	if (segment_exec_revive(f, g)) {
 		/* f carries the new segment on; g the old, to be put. */
+		ofd_pin(o, f, &pin);
 		segment_put(g, -1);
 		return;
 	}
+	ofd_pin(o, g, &pin);
 	atomic_store_explicit(&o->file, g, memory_order_release);
 	o->state = g ? OFD_ATTACHED : OFD_WATCH;
 	o->checked_gen = 0;

@@ -44,6 +44,9 @@ struct ofd {
 	_Atomic uint32_t appending;
 	_Atomic uint64_t append_end;
 	unsigned refs; /* fds pointing here; under fdt_lock */
+	/* its announcement as a guest of a file no segment could be made
+	 * for, kept while it is not attached; under fdt_lock */
+	struct guest_pin pin;
 	struct ofd *next; /* every live ofd, or the free list */
 };
 

@@ -74,7 +74,23 @@ struct dioshim_shard *inflight_enter(struct shim_file *f)
 	return inflight_enter_fd(f, -1);
 }
 
+static struct dioshim_shard *enter(struct shim_file *f, int fd,
+				   bool exec_waits);
+
 struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd)
+{
+	return enter(f, fd, true);
+}
+
+/* Under async_lock, which an exec takes to drain the rings: an exec under
+ * way is not waited for (its drain waits for us instead). */
+struct dioshim_shard *inflight_enter_locked(struct shim_file *f, int fd)
+{
+	return enter(f, fd, false);
+}
+
+static struct dioshim_shard *enter(struct shim_file *f, int fd,
+				   bool exec_waits)
 {
 	struct dioshim_seg *seg;
 	struct dioshim_shard *sh;
@@ -117,6 +133,26 @@ struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd)
 					  memory_order_seq_cst)) {
 			if (waited)
 				atomic_fetch_sub(&seg->barrier_waiters, 1);
+			/* Another thread is leaving our files for an exec,
+			 * and may have counted our writes in flight before
+			 * we announced this one: step back until it is done
+			 * (it ends this thread, or failed and we go on). */
+			if (__builtin_expect(
+				    __atomic_load_n(&segment_exec_pending,
+						    __ATOMIC_SEQ_CST),
+				    0) &&
+			    exec_waits) {
+				static const struct timespec nap = { 0,
+								     100000 };
+
+				atomic_fetch_sub_explicit(
+					&sh->inflight, 1,
+					memory_order_release);
+				while (__atomic_load_n(&segment_exec_pending,
+						       __ATOMIC_ACQUIRE))
+					nanosleep(&nap, NULL);
+				return enter(f, fd, true);
+			}
 			return sh;
 		}
 		atomic_fetch_sub_explicit(&sh->inflight, 1,

@@ -32,6 +32,8 @@ struct dioshim_shard *inflight_shard(struct shim_file *f);
  * died mid-change; without one (fd < 0) such a file is passed through until
  * a caller with one comes. */
 struct dioshim_shard *inflight_enter_fd(struct shim_file *f, int fd);
+/* The same, under async_lock: an exec under way is not waited for. */
+struct dioshim_shard *inflight_enter_locked(struct shim_file *f, int fd);
 struct dioshim_shard *inflight_enter(struct shim_file *f);
 
 static inline void inflight_exit(struct dioshim_shard *sh)

@@ -212,7 +212,9 @@ static bool exec_prepare(void)
 	/* Holding the fd table and the file list through waits: no
 	 * cancellation point may end this thread here. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	__atomic_store_n(&segment_exec_pending, 1, __ATOMIC_RELEASE);
+	/* seq_cst: a writer announces itself in flight, then reads this
+	 * (inflight_enter_fd); the release below reads the counts after. */
+	__atomic_store_n(&segment_exec_pending, 1, __ATOMIC_SEQ_CST);
 	io_busy = 1;
 	async_drain_all();
 	fdtable_exec_prepare();

@@ -124,6 +124,10 @@ static void guest_in(struct shim_file *f, int fd)
 	struct dioshim_seg *seg = f->seg;
 	bool recovered, locked;
 
+	/* A segment its last member removed: a new one is made exact by
+	 * our announcement. */
+	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD)
+		return;
 	if (!barrier_raise_fd(f, fd)) {
 		if (!atomic_load(&seg->exact))
 			log_msg("a guest cannot make the file exact: the "
@@ -132,10 +136,13 @@ static void guest_in(struct shim_file *f, int fd)
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
 	barrier_changing(f); /* a guest killed here: the words are redone */
-	if (!reserve_trim(f, fd))
+	/* Not cut: not exact either (the tail would stay for good); the
+	 * guest's next call tries again. */
+	if (reserve_trim(f, fd))
+		atomic_store(&seg->exact, 1);
+	else
 		log_msg("a guest could not cut the reserved tail (%s)",
 			strerror(errno));
-	atomic_store(&seg->exact, 1);
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	barrier_lower(f);

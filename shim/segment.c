@@ -462,13 +462,23 @@ static void seg_init(void *map, const void *argp)
 #define JOIN_NONE (-1)
 #define JOIN_AGAIN (-2)
 #define JOIN_GUEST (-3)
+#define JOIN_GUEST_UNANNOUNCED (-4) /* a guest that could not say so */
 static int seg_join(struct dioshim_seg *seg, const char *path,
 		    const struct file_id *id, int fd)
 {
 	int slot;
 
-	if (!attach_lock_take(seg))
-		return JOIN_GUEST;
+	if (!attach_lock_take(seg)) {
+		/* Announced first, then looked at: a segment that died
+		 * meanwhile is not ours to make exact. */
+		bool held = guest_hold(seg->hint_key, id->dev, id->ino);
+
+		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD)
+			return held ? JOIN_GUEST : JOIN_GUEST_UNANNOUNCED;
+		if (held)
+			guest_drop(seg->hint_key, id->dev, id->ino);
+		return JOIN_AGAIN;
+	}
 	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD) {
 		seg_unlock(&seg->attach_lock);
 		return JOIN_AGAIN;
@@ -501,15 +511,21 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		seg_recover(seg, fd);
 		/* Exact stays only while a guest lives. */
 		atomic_store(&seg->exact,
-			     guest_present(seg->hint_key, id->dev, id->ino));
+			     guest_present(seg->hint_key, id->dev, id->ino, true));
 	}
 	slot = slot_claim(seg);
+	/* A guest announces itself before the last member can leave: that
+	 * one then keeps the segment for it. */
+	if (slot < 0 && !guest_hold(seg->hint_key, id->dev, id->ino)) {
+		log_msg("%s: a guest that cannot announce itself", path);
+		slot = JOIN_GUEST_UNANNOUNCED;
+	}
 	seg_unlock(&seg->attach_lock);
 	if (slot < 0) {
 		log_msg("%s: no attach slot (all %d taken, or no memory for "
 			"one): writing as a guest, the file exact", path,
 			DIOSHIM_MAX_PROCS);
-		return JOIN_GUEST;
+		return slot == JOIN_GUEST_UNANNOUNCED ? slot : JOIN_GUEST;
 	}
 	return slot;
 }
@@ -540,12 +556,24 @@ static bool other_place_taken(const struct file_id *id)
 
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 {
+	struct guest_pin pin;
+	struct shim_file *f = segment_attach_pin(fd, id, create, &pin);
+
+	if (pin.held)
+		guest_drop(pin.key, pin.dev, pin.ino);
+	return f;
+}
+
+struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
+				     bool create, struct guest_pin *pin)
+{
 	char path[PATH_MAX];
 	struct dioshim_seg *seg = NULL;
 	struct shim_file *f;
 	int slot = -1, tries;
-	bool moved = false, guest = false, announced = false;
+	bool moved = false, guest = false, held = false;
 
+	pin->held = false;
 	if (segment_path_of(path, sizeof(path), id->dev, id->ino, id->mode,
 			    id->gid, create))
 		return NULL;
@@ -590,7 +618,7 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 				/* Published: a guest that announced itself
 				 * before looking found nothing here. */
 				if (guest_present(arg.hint_key, id->dev,
-						  id->ino))
+						  id->ino, true))
 					atomic_store(&seg->exact, 1);
 				seg_unlock(&seg->attach_lock);
 				break;
@@ -605,9 +633,10 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 			 * live.  Announced as a guest, then looked at again:
 			 * a segment made meanwhile is joined (and made
 			 * exact), one made later starts exact. */
-			if (!announced &&
-			    guest_hold(arg.hint_key, id->dev, id->ino, true)) {
-				announced = true;
+			if (!pin->held &&
+			    guest_hold(arg.hint_key, id->dev, id->ino)) {
+				*pin = (struct guest_pin){ arg.hint_key, id->dev,
+							   id->ino, true };
 				create = false;
 				continue;
 			}
@@ -628,8 +657,9 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 		slot = seg_join(seg, path, id, fd);
 		if (slot >= 0)
 			break;
-		if (slot == JOIN_GUEST) {
+		if (slot == JOIN_GUEST || slot == JOIN_GUEST_UNANNOUNCED) {
 			guest = true;
+			held = slot == JOIN_GUEST;
 			slot = -1;
 			break;
 		}
@@ -643,6 +673,8 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 		goto out;
 	f = file_new();
 	if (!f) {
+		if (held)
+			guest_drop(seg->hint_key, id->dev, id->ino);
 		/* Give the slot back: we could not track it. */
 		if (attach_lock_take(seg)) {
 			slot_release(seg, slot);
@@ -657,17 +689,17 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 	f->fs_bit = id->fs_bit;
 	f->slot = slot;
 	f->guest = guest;
+	f->guest_held = held;
 	f->refs = 1;
 	f->next = files_head;
 	files_head = f;
-	/* Attached: our descriptors that found no segment will attach too,
-	 * on their next call; the file stays exact while this segment
-	 * lives. */
-	guest_drop(seg->hint_key, id->dev, id->ino, true);
-	if (guest && !guest_hold(seg->hint_key, id->dev, id->ino, false))
-		log_msg("%s: a guest that cannot announce itself: a segment "
-			"made after this one's last member may reserve", path);
 out:
+	/* Attached (its hold, if a guest, taken in seg_join): the
+	 * announcement of this call is not needed. */
+	if (f && pin->held) {
+		guest_drop(pin->key, pin->dev, pin->ino);
+		pin->held = false;
+	}
 	pthread_mutex_unlock(&files_lock);
 	/* A guest makes the file exact before its first write. */
 	if (f && f->guest)
@@ -700,8 +732,8 @@ static void file_detach(struct shim_file *f, int fd)
 			break;
 		}
 	}
-	if (f->guest)
-		guest_drop(seg->hint_key, f->dev, f->ino, false);
+	if (f->guest_held)
+		guest_drop(seg->hint_key, f->dev, f->ino);
 	if (attach_lock_take(seg)) {
 		slot_release(seg, f->slot); /* none, for a guest */
 		/* A segment already dead (its last user left it at exec) is
@@ -709,7 +741,7 @@ static void file_detach(struct shim_file *f, int fd)
 		 * a guest still writes stays, exact, for it to remove. */
 		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
 		    !others_alive(seg, -1) &&
-		    !guest_present(seg->hint_key, f->dev, f->ino) &&
+		    !guest_present(seg->hint_key, f->dev, f->ino, false) &&
 		    last_out(f, fd) && !seg_path_of(seg, path, sizeof(path))) {
 			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
 			sys_unlink(path);
@@ -753,7 +785,9 @@ void segment_exec_release(struct shim_file *f, int fd)
 	slot_release(seg, f->slot);
 	f->slot = -1;
 	f->exec_released = true;
-	if (!others_alive(seg, -1) && last_out(f, fd) &&
+	if (!others_alive(seg, -1) &&
+	    !guest_present(seg->hint_key, f->dev, f->ino, false) &&
+	    last_out(f, fd) &&
 	    !seg_path_of(seg, path, sizeof(path))) {
 		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
 		sys_unlink(path);
@@ -863,7 +897,13 @@ void segment_atfork_child(void)
 		}
 		if (attach_lock_take(f->seg)) {
 			slot = slot_claim(f->seg);
+			if (slot < 0)
+				f->guest_held = guest_hold(f->seg->hint_key,
+							   f->dev, f->ino);
 			seg_unlock(&f->seg->attach_lock);
+		} else {
+			f->guest_held = guest_hold(f->seg->hint_key, f->dev,
+						   f->ino);
 		}
 		if (slot < 0) {
 			/* Keep the mapping (ofds point here) but stop using
@@ -872,7 +912,6 @@ void segment_atfork_child(void)
 			log_msg("fork: no slot for the child: a guest");
 			f->slot = -1;
 			f->guest = true;
-			guest_hold(f->seg->hint_key, f->dev, f->ino, false);
 		} else {
 			f->slot = slot;
 		}

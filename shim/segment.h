@@ -29,6 +29,7 @@ struct shim_file {
 	/* A guest (slot -1): it writes with no slot, holding its guest lock
 	 * (shm.h) while attached; the file is kept exact for everyone. */
 	bool guest;
+	bool guest_held; /* its announcement (guest_hold) is ours to drop */
 	struct shim_file *next; /* the process's list; under files_lock */
 };
 
@@ -82,6 +83,18 @@ bool file_identify(int fd, struct file_id *id);
  * has no usable segment: the caller passes the call through.
  */
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create);
+
+/* A descriptor's hold as a guest of a file that has no segment it could
+ * get into (shm.h guest_hold): kept until it attaches or closes. */
+struct guest_pin {
+	uint64_t key, dev, ino;
+	bool held;
+};
+/* segment_attach; when it returns NULL having announced this process as
+ * a guest (no segment could be made), *pin holds that announcement for
+ * the caller to give back (guest_drop) — else pin->held is false. */
+struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
+				     bool create, struct guest_pin *pin);
 
 /* Whether the shim serves calls on f, with no side effect: a member's,
  * unless the file is exact (a guest writes it).  Only a hint: writers

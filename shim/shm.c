@@ -550,13 +550,25 @@ static int lifeline_move(int fd)
 	return sys_fcntl(fd, F_DUPFD_CLOEXEC, from);
 }
 
+/* fd moved out of the way (lifeline_move), or left where it is if there
+ * is no room. */
+static int lifeline_moved(int fd)
+{
+	int hi = lifeline_move(fd);
+
+	if (hi < 0)
+		return fd;
+	sys_close(fd);
+	return hi;
+}
+
 static int lifeline_open(uint64_t key)
 {
 	bool group = key & HINT_GROUP_BIT;
 	struct shm_want want = { group ? SHM_HINT_GROUP : SHM_HINT_USER,
 				 (uint32_t)key, NULL };
 	char path[PATH_MAX];
-	int fd, hi;
+	int fd;
 
 	if (hint_path(key, path, sizeof(path), false))
 		return -1;
@@ -567,25 +579,27 @@ static int lifeline_open(uint64_t key)
 		sys_close(fd);
 		return -1;
 	}
-	hi = lifeline_move(fd);
-	if (hi >= 0) {
-		sys_close(fd);
-		fd = hi;
-	}
-	return fd;
+	return lifeline_moved(fd);
 }
 
-static int lifeline_lock_byte(int fd, uint32_t token, int cmd, short type)
+/* An OFD lock command on byte `byte` of fd: 0 or -1 for a set, the
+ * type of a conflicting lock (F_UNLCK: none) for F_OFD_GETLK. */
+static int ofd_lock_byte(int fd, uint64_t byte, int cmd, short type)
 {
 	struct flock fl = {
 		.l_type = type,
 		.l_whence = SEEK_SET,
-		.l_start = (off_t)(DIOSHIM_LIFELINE_BASE + token),
+		.l_start = (off_t)byte,
 		.l_len = 1,
 	};
 	int rc = (int)sys_fcntl(fd, cmd, (long)&fl);
 
 	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
+}
+
+static int lifeline_lock_byte(int fd, uint32_t token, int cmd, short type)
+{
+	return ofd_lock_byte(fd, DIOSHIM_LIFELINE_BASE + token, cmd, type);
 }
 
 /* Hold our lifeline in the place of key (the hint must exist). */
@@ -719,7 +733,6 @@ static struct guest {
 	uint64_t key;
 	uint32_t byte;
 	unsigned holds;
-	bool pinned; /* one of the holds is a descriptor with no segment */
 } guests[GUESTS_MAX];
 static int guest_n;
 
@@ -733,22 +746,14 @@ static uint32_t guest_byte(uint64_t dev, uint64_t ino)
 
 static int guest_lock_byte(int fd, uint32_t byte, int cmd, short type)
 {
-	struct flock fl = {
-		.l_type = type,
-		.l_whence = SEEK_SET,
-		.l_start = (off_t)(DIOSHIM_GUEST_BASE + byte),
-		.l_len = 1,
-	};
-	int rc = (int)sys_fcntl(fd, cmd, (long)&fl);
-
-	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
+	return ofd_lock_byte(fd, DIOSHIM_GUEST_BASE + byte, cmd, type);
 }
 
 /* A descriptor of key's place directory, out of the program's way. */
 static int guest_dir_open(uint64_t key)
 {
 	char path[PATH_MAX];
-	int fd, hi;
+	int fd;
 
 	if (key & HINT_GROUP_BIT) {
 		if (group_dir(path, sizeof(path), (uint32_t)key, false))
@@ -759,14 +764,7 @@ static int guest_dir_open(uint64_t key)
 	}
 	fd = sys_openat(AT_FDCWD, path,
 			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	hi = lifeline_move(fd);
-	if (hi >= 0) {
-		sys_close(fd);
-		fd = hi;
-	}
-	return fd;
+	return fd < 0 ? -1 : lifeline_moved(fd);
 }
 
 /* Our kept descriptor of key's place directory, opened on first use;
@@ -799,7 +797,7 @@ static struct guest *guest_find(uint64_t key, uint32_t byte)
 	return NULL;
 }
 
-bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
+bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino)
 {
 	uint32_t byte = guest_byte(dev, ino);
 	struct guest *g;
@@ -809,14 +807,12 @@ bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
 	pthread_mutex_lock(&lifeline_lock);
 	g = guest_find(key, byte);
 	if (g) {
-		if (!pin || !g->pinned)
-			g->holds++;
-		g->pinned |= pin;
+		g->holds++;
 		ok = true;
 	} else if (guest_n < GUESTS_MAX &&
 		   (fd = guest_dir_fd(key, true)) >= 0 &&
 		   !guest_lock_byte(fd, byte, F_OFD_SETLK, F_RDLCK)) {
-		guests[guest_n++] = (struct guest){ key, byte, 1, pin };
+		guests[guest_n++] = (struct guest){ key, byte, 1 };
 		ok = true;
 	}
 	pthread_mutex_unlock(&lifeline_lock);
@@ -825,17 +821,13 @@ bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
 	return ok;
 }
 
-void guest_drop(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
+void guest_drop(uint64_t key, uint64_t dev, uint64_t ino)
 {
 	struct guest *g;
 	int fd;
 
 	pthread_mutex_lock(&lifeline_lock);
 	g = guest_find(key, guest_byte(dev, ino));
-	if (g && pin && !g->pinned)
-		g = NULL;
-	if (g && pin)
-		g->pinned = false;
 	if (g && --g->holds == 0) {
 		fd = guest_dir_fd(key, false);
 		if (fd >= 0)
@@ -845,14 +837,14 @@ void guest_drop(uint64_t key, uint64_t dev, uint64_t ino, bool pin)
 	pthread_mutex_unlock(&lifeline_lock);
 }
 
-bool guest_present(uint64_t key, uint64_t dev, uint64_t ino)
+bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 {
 	uint32_t byte = guest_byte(dev, ino);
 	int fd, type;
 	bool mine;
 
 	pthread_mutex_lock(&lifeline_lock);
-	if (guest_find(key, byte)) {
+	if (ours && guest_find(key, byte)) {
 		pthread_mutex_unlock(&lifeline_lock);
 		return true;
 	}
@@ -860,9 +852,12 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino)
 	mine = fd >= 0;
 	if (!mine)
 		fd = guest_dir_open(key);
-	/* No directory to lock in: no guest could have announced itself. */
-	type = fd < 0 ? F_UNLCK : guest_lock_byte(fd, byte, F_OFD_GETLK,
-						  F_WRLCK);
+	/* No directory to lock in: no guest could have announced itself.
+	 * One we cannot open now (no descriptor left) may have one. */
+	if (fd < 0)
+		type = errno == ENOENT ? F_UNLCK : -1;
+	else
+		type = guest_lock_byte(fd, byte, F_OFD_GETLK, F_WRLCK);
 	if (fd >= 0 && !mine)
 		sys_close(fd);
 	pthread_mutex_unlock(&lifeline_lock);

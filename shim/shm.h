@@ -125,15 +125,12 @@ int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max);
 void lifeline_forget_inherited(void);
 
 /* Announce this process as a guest writer of file (dev, ino) in key's
- * place, for one more hold; false if it cannot.  pin: the hold of the
- * descriptors that found no segment at all — one, kept until the process
- * attaches to the file (guest_drop with pin) or ends. */
-bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino, bool pin);
-/* One hold fewer (pin: the pinned one, if any); the lock goes with the
- * last. */
-void guest_drop(uint64_t key, uint64_t dev, uint64_t ino, bool pin);
-/* Whether any process, this one included, is a guest of the file. */
-bool guest_present(uint64_t key, uint64_t dev, uint64_t ino);
+ * place, for one more hold; false if it cannot. */
+bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino);
+/* One hold fewer; the lock goes with the last. */
+void guest_drop(uint64_t key, uint64_t dev, uint64_t ino);
+/* Whether another process, or (ours) this one, is a guest of the file. */
+bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours);
 
 /* Around fork: hold hint_lock (after files_lock), then let it go in the
  * parent and the child. */

@@ -375,6 +375,29 @@ no_zeros_exact_size() {
 	late_segment_case shim
 }
 
+@test "a writer that found the directory full and closed the file stays alive: the next writer's segment goes with it" {
+	shmfs_mount 512k
+	shmfs_fill 0
+	# P: open while no segment can be made, write, close, stay alive.
+	DIOSHIM_SHM_DIR=$SHMFS timeout 120 "$DIOSHIM" "$HELPERS/t_fops" -d -c -a \
+		"$F" a 4096 close touch "$T/ready" wait "$T/go" >/dev/null 2>&1 &
+	BG=$!
+	wait_file "$T/ready"
+	rm -f "$SHMFS"/filler.*
+	# Q: a segment of its own, which P no longer holds exact; gone
+	# with Q.
+	DIOSHIM_SHM_DIR=$SHMFS run "$DIOSHIM" "$HELPERS/t_fops" -d -a "$F" \
+		a 4096 a 4096 size
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F")" -eq 12288 ]
+	DIOSHIM_SHM_DIR=$SHMFS assert_no_segment "$F"
+	touch "$T/go"
+	wait "$BG"
+	BG=
+	assert_no_eof_xattr "$F"
+}
+
 # ---- case 4: vfork and fork children closing the data descriptors -------
 
 closers_case() {
