@@ -286,16 +286,57 @@ static void aop_release(struct aop *a)
 }
 
 /*
- * The write finished with res (bytes, or -errno): move eof as the kernel
- * alone would have moved i_size.  Under async_lock.
+ * Appends completed whose range could not be handed on (the segment's
+ * done ring was full), in offset order: published by a later scan,
+ * never waited for here — this thread may hold what the appends before
+ * them need (async_lock; the program's own locks).  Under async_lock;
+ * counted in async_pending, so that scans go on.
  */
-static void aop_apply(struct aop *a, int64_t res)
+static struct aop *deferred;
+
+/* Where an append at off goes in the deferred list, kept in offset
+ * order: published in that order, at exit one after another. */
+static struct aop **deferred_place(uint64_t off)
+{
+	struct aop **pp = &deferred;
+
+	while (*pp && (*pp)->off < off)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Publish what can be of the deferred appends. */
+static void deferred_retry(void)
+{
+	struct aop **pp = &deferred, *a;
+
+	while ((a = *pp)) {
+		struct dioshim_seg *seg = a->f->seg;
+
+		if (atomic_load(&seg->epoch) == a->epoch &&
+		    !eof_publish_async(seg, a->off, a->end)) {
+			pp = &a->next;
+			continue;
+		}
+		*pp = a->next;
+		atomic_fetch_sub(&async_pending, 1);
+		aop_release(a);
+	}
+}
+
+/*
+ * The write finished with res (bytes, or -errno): move eof as the kernel
+ * alone would have moved i_size.  False if the append's range is left to
+ * deferred_retry (the op is then not the caller's to release).  Under
+ * async_lock.
+ */
+static bool aop_apply(struct aop *a, int64_t res)
 {
 	struct dioshim_seg *seg = a->f->seg;
 	uint64_t done, want;
 
 	if (atomic_load(&seg->epoch) != a->epoch)
-		return; /* a size change came after it: the size is decided */
+		return true; /* a size change came after it: it decided */
 	switch (a->kind) {
 	case AOP_WRITE:
 		if (res > 0)
@@ -310,14 +351,29 @@ static void aop_apply(struct aop *a, int64_t res)
 		if (done < a->end &&
 		    !atomic_compare_exchange_strong(&seg->tail, &want, done))
 			done = a->end;
-		if (done > a->off)
-			eof_publish_async(seg, a->off, done);
+		if (done > a->off && !eof_publish_async(seg, a->off, done)) {
+			struct aop **pp = deferred_place(a->off);
+
+			a->end = done;
+			a->next = *pp;
+			*pp = a;
+			atomic_fetch_add(&async_pending, 1);
+			return false;
+		}
 		break;
 	case AOP_GROW:
 		if (res == 0 && eof_advance(seg, a->end))
 			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
 		break;
 	}
+	return true;
+}
+
+/* aop_apply, then give a back unless it was deferred. */
+static void aop_finish(struct aop *a, int64_t res)
+{
+	if (aop_apply(a, res))
+		aop_release(a);
 }
 
 /* Match a completion to the oldest write in flight with its key. */
@@ -329,8 +385,7 @@ static void ring_complete(struct aring *r, uint64_t key, int64_t res)
 		if (a->key != key)
 			continue;
 		aop_unlink(r, prev, a);
-		aop_apply(a, res);
-		aop_release(a);
+		aop_finish(a, res);
 		return;
 	}
 }
@@ -346,8 +401,7 @@ static void ring_complete_all(struct aring *r, const char *why)
 		struct aop *a = r->ops;
 
 		aop_unlink(r, NULL, a);
-		aop_apply(a, (int64_t)(a->end - a->off));
-		aop_release(a);
+		aop_finish(a, (int64_t)(a->end - a->off));
 	}
 }
 
@@ -400,12 +454,19 @@ static void scan_locked(void)
 	for (r = rings; r; r = r->next)
 		if (r->ops)
 			ring_scan(r);
+	if (deferred)
+		deferred_retry();
 }
 
 void async_poll_slow(void)
 {
 	int saved = errno, busy = io_busy;
 
+	/* Inside the shim already (a signal handler that interrupted this
+	 * thread there, maybe holding async_lock or files_lock, which
+	 * applying a completion may take): the next call reads the rings. */
+	if (busy)
+		return;
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
 	scan_locked();
@@ -441,6 +502,17 @@ static void batch_begin(struct batch *b)
 	io_busy = 1;
 }
 
+/* Another thread is leaving our files for an exec: a submission waits
+ * for it before it takes async_lock (the exec drains the rings under
+ * it), so that no write is entered behind the exec's back. */
+static void exec_settle(void)
+{
+	static const struct timespec nap = { 0, 100000 };
+
+	while (__atomic_load_n(&segment_exec_pending, __ATOMIC_ACQUIRE))
+		nanosleep(&nap, NULL);
+}
+
 /* The held entry for f, entering it on first use; NULL if the batch is
  * full or the barrier is unusable (the request then goes as it is). */
 static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
@@ -452,7 +524,7 @@ static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 			return &b->h[i];
 	if (b->n == BATCH_FILES)
 		return NULL;
-	b->h[b->n].sh = inflight_enter_fd(f, fd);
+	b->h[b->n].sh = inflight_enter_locked(f, fd);
 	if (!b->h[b->n].sh)
 		return NULL;
 	b->h[b->n].f = f;
@@ -568,8 +640,7 @@ static void unprepare(struct aring *r, struct aop *a)
 	if (!p)
 		return;
 	aop_unlink(r, prev, a);
-	aop_apply(a, -ECANCELED);
-	aop_release(a);
+	aop_finish(a, -ECANCELED);
 }
 
 /* fsync or fdatasync queued for fd: the record must be able to find the
@@ -648,6 +719,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 
 	if (take > 64)
 		take = 64;
+	exec_settle();
 	batch_begin(&b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_AIO, (uintptr_t)ctx);
@@ -1006,8 +1078,7 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			for (p = r->ops; p != a; prev = p, p = p->next)
 				;
 			aop_unlink(r, prev, a);
-			aop_apply(a, (int64_t)(a->end - a->off));
-			aop_release(a);
+			aop_finish(a, (int64_t)(a->end - a->off));
 		}
 	}
 }
@@ -1024,6 +1095,7 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 		async_settle(); /* still read the rings if writes are in flight */
 		return false;
 	}
+	exec_settle();
 	batch_begin(b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);
@@ -1107,12 +1179,38 @@ EXPORT int io_uring_submit_and_get_events(struct io_uring *ring)
 	URING_SUBMIT(lazy_io_uring_submit_and_get_events()(ring));
 }
 
-/* The wait calls submit what is queued too (liburing flushes the SQ
- * before it waits). */
+/*
+ * A call that only waits and reaps: it touches no submission queue entry,
+ * and neither does the shim — another thread may be filling one (InnoDB
+ * fills and submits under a lock its reaping thread does not take).  The
+ * shim only reads what completed, after.
+ */
+#define URING_REAP(call)                                       \
+	do {                                                   \
+		int ret_ = (call);                             \
+		uring_after(NULL, false);                      \
+		return ret_;                                   \
+	} while (0)
+
+/*
+ * The wait calls submit only where liburing's do: __io_uring_get_cqe
+ * when asked to submit some (liburing's inline waits ask for none), and a
+ * wait with a timeout on a kernel without IORING_FEAT_EXT_ARG (liburing
+ * then queues a timeout entry and submits the queue with it).
+ */
+static bool uring_wait_submits(const struct io_uring *ring,
+			       const struct __kernel_timespec *ts)
+{
+	return ts && !(ring->features & IORING_FEAT_EXT_ARG);
+}
+
 EXPORT int __io_uring_get_cqe(struct io_uring *ring,
 			      struct io_uring_cqe **cqe_ptr, unsigned submit,
 			      unsigned wait_nr, sigset_t *sigmask)
 {
+	if (!submit)
+		URING_REAP(lazy___io_uring_get_cqe()(ring, cqe_ptr, 0, wait_nr,
+						     sigmask));
 	URING_WAIT(lazy___io_uring_get_cqe()(ring, cqe_ptr, submit, wait_nr,
 					     sigmask),
 		   false);
@@ -1122,6 +1220,9 @@ EXPORT int io_uring_wait_cqes(struct io_uring *ring,
 			      struct io_uring_cqe **cqe_ptr, unsigned wait_nr,
 			      struct __kernel_timespec *ts, sigset_t *sigmask)
 {
+	if (!uring_wait_submits(ring, ts))
+		URING_REAP(lazy_io_uring_wait_cqes()(ring, cqe_ptr, wait_nr, ts,
+						     sigmask));
 	URING_WAIT(lazy_io_uring_wait_cqes()(ring, cqe_ptr, wait_nr, ts,
 					     sigmask),
 		   false);
@@ -1131,12 +1232,34 @@ EXPORT int io_uring_wait_cqe_timeout(struct io_uring *ring,
 				     struct io_uring_cqe **cqe_ptr,
 				     struct __kernel_timespec *ts)
 {
+	if (!uring_wait_submits(ring, ts))
+		URING_REAP(lazy_io_uring_wait_cqe_timeout()(ring, cqe_ptr, ts));
 	URING_WAIT(lazy_io_uring_wait_cqe_timeout()(ring, cqe_ptr, ts), false);
 }
 
 EXPORT int io_uring_get_events(struct io_uring *ring)
 {
-	URING_SUBMIT(lazy_io_uring_get_events()(ring));
+	URING_REAP(lazy_io_uring_get_events()(ring));
+}
+
+/* Wait until the ring holds want completions, or 10 ms (where the kernel
+ * takes a timeout: a completion the program reaped already, or one that
+ * never comes, must not hold the process up for ever). */
+static int uring_wait_events(struct io_uring *ring, unsigned want)
+{
+	struct __kernel_timespec ts = { 0, 10000000 };
+	struct io_uring_getevents_arg arg = {
+		.sigmask = 0,
+		.sigmask_sz = _NSIG / 8,
+		.ts = (uint64_t)(uintptr_t)&ts,
+	};
+
+	if (!(ring->features & IORING_FEAT_EXT_ARG))
+		return (int)syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
+				    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8);
+	return (int)syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
+			    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+			    &arg, sizeof(arg));
 }
 
 /* Wait (without consuming) until the ring's tracked writes have posted
@@ -1147,7 +1270,9 @@ static void uring_drain(struct aring *r)
 	int tries = 0;
 
 	ring_scan(r);
+	/* 10 s without a completion of ours: given up. */
 	while (r->ops && tries++ < 1000) {
+		unsigned before = r->nops;
 		unsigned ready = ring_tail(r) -
 				 __atomic_load_n(ring->cq.khead,
 						 __ATOMIC_ACQUIRE);
@@ -1155,11 +1280,12 @@ static void uring_drain(struct aring *r)
 
 		if (want > *ring->cq.kring_entries)
 			want = *ring->cq.kring_entries;
-		if (syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
-			    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8) < 0 &&
-		    errno != EINTR)
+		if (uring_wait_events(ring, want) < 0 && errno != EINTR &&
+		    errno != ETIME)
 			break;
 		ring_scan(r);
+		if (r->nops < before)
+			tries = 0;
 	}
 	ring_complete_all(r, "not seen complete when the ring went");
 }
@@ -1306,6 +1432,18 @@ void async_drain_all(void)
 		else
 			uring_drain(r);
 	}
+	/* The appends before the deferred ones are all done now, or never
+	 * will be: the last resort is eof_publish_in_order's. */
+	deferred_retry();
+	while (deferred) {
+		struct aop *a = deferred;
+
+		deferred = a->next;
+		atomic_fetch_sub(&async_pending, 1);
+		if (atomic_load(&a->f->seg->epoch) == a->epoch)
+			eof_publish_in_order(a->f->seg, a->off, a->end);
+		aop_release(a);
+	}
 	pthread_mutex_unlock(&async_lock);
 }
 
@@ -1317,5 +1455,6 @@ void async_atfork_child(void)
 	pthread_mutex_init(&async_lock, NULL);
 	rings = NULL;
 	aop_free = NULL;
+	deferred = NULL;
 	atomic_store(&async_pending, 0);
 }

@@ -325,6 +325,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	    (positional && r->off < 0) ||
 	    ((rwf & RWF_APPEND) && (rwf & RWF_NOAPPEND)))
 		return real_write_call(r);
+
 	if (reentrant)
 		return io_write_reentrant(o, r, append, len);
 
@@ -477,6 +478,35 @@ static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
 	return ret;
 }
 
+/*
+ * r cut to n bytes, in *out (iovecs in v, room for vmax): a buffered read
+ * that would run into the reserved tail writes no more of the caller's
+ * memory than the kernel alone.  False if it cannot be cut (too many
+ * iovecs): r then goes whole.
+ */
+static bool req_clip(const struct io_req *r, uint64_t n, struct io_req *out,
+		     struct iovec *v, int vmax)
+{
+	int i;
+
+	*out = *r;
+	if (r->kind == IO_PLAIN || r->kind == IO_P) {
+		if (n < r->len)
+			out->len = (size_t)n;
+		return true;
+	}
+	if (r->iovcnt < 0 || r->iovcnt > vmax)
+		return false;
+	for (i = 0; i < r->iovcnt; i++) {
+		v[i] = r->iov[i];
+		if (v[i].iov_len > n)
+			v[i].iov_len = (size_t)n;
+		n -= v[i].iov_len;
+	}
+	out->iov = v;
+	return true;
+}
+
 ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
@@ -517,8 +547,19 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 		ret = real_read(r->fd, r->buf, 0);
 		err = errno;
 	} else {
-		ret = read_whole(f, r, pos, eof - pos < len ? eof - pos : len,
-				 positional, reentrant, &err);
+		uint64_t span = eof - pos < len ? eof - pos : len;
+		struct iovec v[64];
+		struct io_req cut;
+
+		/* A buffered read goes no further than eof, as the kernel
+		 * alone would; a direct one whole (the kernel alone zeroes the
+		 * rest of the request past its size, and cutting it could make
+		 * a request it refuses for its alignment one it takes). */
+		if ((flags & O_DIRECT) || !req_clip(r, span, &cut, v, 64))
+			cut = *r;
+		ret = read_whole(f, &cut, pos,
+				 eof - pos < len ? eof - pos : len, positional,
+				 reentrant, &err);
 		if (ret > 0 && pos + (uint64_t)ret > eof) {
 			ret = (ssize_t)(eof - pos);
 			if (f->slot >= 0)

@@ -448,12 +448,16 @@ void reserve_resync(struct shim_file *f, int fd)
  * eof on to its end, so a run of early finishers is published at once,
  * with one wake-up, by the last of their predecessors.  Each still waits
  * until eof covers its own range before it returns: a write the caller
- * has seen succeed is in the size it sees next.  An appender killed
- * between claiming and publishing would hold the others back: past
- * APPEND_WAIT_NS they publish anyway (the range it claimed reads as zeros,
- * the one trace of it).
+ * has seen succeed is in the size it sees next — however slow the write
+ * before it.  Only an appender killed between claiming and publishing
+ * holds the others back for good: every APPEND_WAIT_NS a waiter looks for
+ * a dead process with writes still counted in flight, and only then
+ * publishes past (the range it claimed reads as zeros, the one trace of
+ * it).  APPEND_GIVE_UP_NS bounds the wait when that trace is gone too (a
+ * new process took the dead one's slot).
  */
 #define APPEND_WAIT_NS 2000000000ull
+#define APPEND_GIVE_UP_NS 120000000000ull
 #define DONE_FILLING UINT64_MAX /* a done entry being filled in */
 
 /* eof from at or past off on to end; false if eof is still below off. */
@@ -538,6 +542,26 @@ static struct dioshim_done *done_put(struct dioshim_seg *seg, uint64_t off,
 	return NULL;
 }
 
+/* Whether a process that died (or whose slot was freed as dead) still
+ * has writes counted in flight: the only writers that never publish. */
+static bool dead_writer_in_flight(struct dioshim_seg *seg)
+{
+	int i, j, n = seg_slots(seg);
+
+	for (i = 0; i < n; i++) {
+		struct dioshim_slot *s = &seg->slot[i];
+		uint64_t o = atomic_load(&s->owner.pid_start);
+		int64_t c = (int64_t)atomic_load(&s->async_inflight);
+
+		for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++)
+			c += atomic_load(&s->shard[j].inflight);
+		if (c > 0 &&
+		    (!o || !owner_alive_in(seg->hint_key, o, s->owner.pidns)))
+			return true;
+	}
+	return false;
+}
+
 static uint64_t ns_since(const struct timespec *t0)
 {
 	struct timespec t;
@@ -547,12 +571,22 @@ static uint64_t ns_since(const struct timespec *t0)
 	       (uint64_t)t.tv_nsec - (uint64_t)t0->tv_nsec;
 }
 
+/* Waited APPEND_WAIT_NS more: whether to stop waiting (a dead writer, or
+ * APPEND_GIVE_UP_NS in all); the clock starts over. */
+static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
+		    uint64_t *waited)
+{
+	*waited += ns_since(t0);
+	clock_gettime(CLOCK_MONOTONIC, t0);
+	return dead_writer_in_flight(seg) || *waited > APPEND_GIVE_UP_NS;
+}
+
 bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			  uint64_t end)
 {
 	struct timespec t0, slice = { 0, 10000000 };
 	struct dioshim_done *mine = NULL;
-	uint64_t before = atomic_load(&seg->eof);
+	uint64_t before = atomic_load(&seg->eof), waited = 0;
 	uint32_t seq;
 
 	if (advance_from(seg, off, end)) {
@@ -580,11 +614,11 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			}
 			continue; /* a helper is carrying it */
 		}
-		if (ns_since(&t0) > APPEND_WAIT_NS) {
+		if (ns_since(&t0) > APPEND_WAIT_NS && stalled(seg, &t0, &waited)) {
 			uint64_t want = end;
 
-			log_msg("append at %llu: an earlier append never "
-				"completed; publishing past it",
+			log_msg("append at %llu: an earlier append's writer "
+				"died; publishing past it",
 				(unsigned long long)off);
 			if (mine)
 				atomic_compare_exchange_strong(&mine->end,
@@ -611,20 +645,18 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 	return end > before;
 }
 
-void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end)
+bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end)
 {
 	struct dioshim_done *d;
 	uint64_t want = end;
 
 	if (advance_from(seg, off, end)) {
 		drain_done(seg);
-		return;
+		return true;
 	}
 	d = done_put(seg, off, end);
-	if (!d) {
-		eof_publish_in_order(seg, off, end);
-		return;
-	}
+	if (!d)
+		return false;
 	/* eof may have reached off before the range was in the ring: then
 	 * nobody would carry it, unless we take it back ourselves. */
 	if (atomic_load(&seg->eof) >= off &&
@@ -632,4 +664,5 @@ void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end)
 		advance_from(seg, off, end);
 		drain_done(seg);
 	}
+	return true;
 }

@@ -139,9 +139,10 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			  uint64_t end);
 
 /* The same for an asynchronous append, reaped by a thread that may hold
- * earlier ones not yet reaped: it never waits (unless the done ring is
- * full); whoever brings eof to off carries it on to end. */
-void eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
+ * earlier ones not yet reaped: it never waits; whoever brings eof to off
+ * carries it on to end.  False, having done nothing, when the done ring
+ * is full: the caller keeps the range and tries again later. */
+bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
 
 /* *w = max(*w, v), relaxed: a word that only grows (outside a barrier). */
 static inline void word_max(_Atomic uint64_t *w, uint64_t v)

@@ -276,3 +276,22 @@ read_while_reserved() {
 @test "an O_DIRECT read by another shimmed process while a reservation stands: after the writer exits the size is exactly what was written" {
 	read_while_reserved shim dd if="$F" of=/dev/null bs=1M iflag=direct status=none
 }
+
+# Issue 11, case 6: a read that straddles the logical EOF (a reservation
+# past it) writes no more of the caller's buffer than the kernel alone:
+# a buffered read nothing past what it returns; a direct one no more than
+# the kernel alone zeroes (the rest of the request, with 6.x iomap).
+@test "reads straddling EOF leave the caller's buffer past the returned bytes as the kernel alone leaves it" {
+	local k s
+	k=$(noshim "$HELPERS/readpast" "$F.k")
+	s=$("$DIOSHIM" "$HELPERS/readpast" "$F")
+	echo "kernel alone: $k"
+	echo "under the shim: $s"
+	# What each read returned: the kernel's.
+	[ "$(awk '{print $1, $2}' <<<"$s")" = "$(awk '{print $1, $2}' <<<"$k")" ]
+	# Bytes changed past it: never more than the kernel alone.
+	paste -d' ' <(awk '{print $3}' <<<"$k") <(awk '{print $3}' <<<"$s") |
+		awk '$2 > $1 { bad = 1 } END { exit bad }'
+	[ "$(awk '$1 == "buffered" {print $3}' <<<"$s")" -eq 0 ]
+	assert_no_segment "$F"
+}

@@ -4,8 +4,9 @@
  * them for a random time, mark them written and publish.  A watcher checks
  * that eof never covers a range not yet written, every publisher returns
  * only once eof covers its range, and eof ends at the total.  Also: an
- * append whose predecessor never publishes (it died) gets through after
- * the bounded wait.
+ * append behind a slow one of a live process waits for it however long;
+ * one whose predecessor's process died gets through after the bounded
+ * wait.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #define THREADS 8
 #define EACH 3000
@@ -30,6 +32,17 @@ static uint64_t xorshift(uint64_t *s)
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+static uint64_t after_off;
+static _Atomic int after_returned;
+
+static void *publish_after(void *arg)
+{
+	(void)arg;
+	eof_publish_in_order(&seg, after_off, after_off + BS);
+	atomic_store(&after_returned, 1);
+	return NULL;
 }
 
 static void *appender(void *arg)
@@ -87,8 +100,27 @@ int main(void)
 	for (i = 0; i < DIOSHIM_DONE_RING; i++)
 		CHECK_EQ(atomic_load(&seg.done[i].end), 0);
 
-	/* A claimant that never publishes: the next append waits for it
-	 * (about 2 s), then publishes past it. */
+	/* A slow append of a live process (ours): the next one waits for
+	 * it past APPEND_WAIT_NS, and is published only with it. */
+	owner_set_self(&seg.slot[0].owner);
+	atomic_store(&seg.slots_hi, 1);
+	atomic_store(&seg.slot[0].shard[0].inflight, 1);
+	uint64_t slow = atomic_fetch_add(&seg.tail, BS);
+
+	after_off = atomic_fetch_add(&seg.tail, BS);
+	pthread_create(&w, NULL, publish_after, NULL);
+	sleep(3);
+	CHECK(!atomic_load(&after_returned));
+	CHECK(atomic_load(&seg.eof) <= slow);
+	eof_publish_in_order(&seg, slow, slow + BS);
+	pthread_join(w, NULL);
+	CHECK(atomic_load(&after_returned));
+	CHECK_EQ(atomic_load(&seg.eof), after_off + BS);
+
+	/* A claimant whose process died (its slot freed as dead, the write
+	 * still counted): the next append waits for it (about 2 s), then
+	 * publishes past it. */
+	atomic_store(&seg.slot[0].owner.pid_start, 0);
 	uint64_t dead = atomic_fetch_add(&seg.tail, BS);
 	uint64_t next = atomic_fetch_add(&seg.tail, BS);
 
