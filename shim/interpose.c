@@ -323,7 +323,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 static __attribute__((noinline)) struct ofd *served_slow(int fd)
 {
 	struct ofd *o;
-	int saved = errno;
+	int saved = errno, busy;
 
 	/* A vfork child writes through the parent's descriptors, with the
 	 * parent's slot (the parent is stopped): an fd already attached is
@@ -337,9 +337,12 @@ static __attribute__((noinline)) struct ofd *served_slow(int fd)
 		f = atomic_load_explicit(&o->file, memory_order_acquire);
 		return f && segment_member_serves(f) ? o : NULL;
 	}
+	/* Restored, not cleared: a signal handler's call must leave the
+	 * interrupted shim code marked busy. */
+	busy = io_busy;
 	io_busy = 1;
 	o = fdtable_resolve(fd);
-	io_busy = 0;
+	io_busy = busy;
 	errno = saved;
 	return o;
 }
@@ -422,28 +425,30 @@ bool shim_active(void)
 }
 
 /* Run table bookkeeping with the shim marked busy and errno kept. */
-#define BOOKKEEP(stmt)                  \
-	do {                            \
-		if (shim_on()) {        \
-			int saved_ = errno; \
-			io_busy = 1;    \
-			stmt;           \
-			io_busy = 0;    \
-			errno = saved_; \
-		}                       \
+#define BOOKKEEP(stmt)                          \
+	do {                                    \
+		if (shim_on()) {                \
+			int saved_ = errno;     \
+			int busy_ = io_busy;    \
+			io_busy = 1;            \
+			stmt;                   \
+			io_busy = busy_;        \
+			errno = saved_;         \
+		}                               \
 	} while (0)
 
 /* ---- open --------------------------------------------------------------- */
 
 static int open_common(int dirfd, const char *path, int flags, mode_t mode)
 {
-	int fd;
+	int fd, busy;
 
 	if (!shim_on())
 		return real_openat(dirfd, path, flags, mode);
+	busy = io_busy;
 	io_busy = 1;
 	fd = io_open(dirfd, path, flags, mode);
-	io_busy = 0;
+	io_busy = busy;
 	return fd;
 }
 
