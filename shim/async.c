@@ -502,17 +502,6 @@ static void batch_begin(struct batch *b)
 	io_busy = 1;
 }
 
-/* Another thread is leaving our files for an exec: a submission waits
- * for it before it takes async_lock (the exec drains the rings under
- * it), so that no write is entered behind the exec's back. */
-static void exec_settle(void)
-{
-	static const struct timespec nap = { 0, 100000 };
-
-	while (__atomic_load_n(&segment_exec_pending, __ATOMIC_ACQUIRE))
-		nanosleep(&nap, NULL);
-}
-
 /* The held entry for f, entering it on first use; NULL if the batch is
  * full or the barrier is unusable (the request then goes as it is). */
 static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
@@ -719,7 +708,9 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 
 	if (take > 64)
 		take = 64;
-	exec_settle();
+	/* An exec under way drains the rings under async_lock: wait for it
+	 * first, so that no write is entered behind its back. */
+	segment_exec_wait();
 	batch_begin(&b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_AIO, (uintptr_t)ctx);
@@ -1095,7 +1086,7 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 		async_settle(); /* still read the rings if writes are in flight */
 		return false;
 	}
-	exec_settle();
+	segment_exec_wait(); /* as in aio_submit_some */
 	batch_begin(b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);

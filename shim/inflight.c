@@ -142,15 +142,10 @@ static struct dioshim_shard *enter(struct shim_file *f, int fd,
 						    __ATOMIC_SEQ_CST),
 				    0) &&
 			    exec_waits) {
-				static const struct timespec nap = { 0,
-								     100000 };
-
 				atomic_fetch_sub_explicit(
 					&sh->inflight, 1,
 					memory_order_release);
-				while (__atomic_load_n(&segment_exec_pending,
-						       __ATOMIC_ACQUIRE))
-					nanosleep(&nap, NULL);
+				segment_exec_wait();
 				return enter(f, fd, true);
 			}
 			return sh;

@@ -384,10 +384,7 @@ static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
  * files are ours again — rather than pass through beside a reservation. */
 static __attribute__((noinline)) bool exec_wait(void)
 {
-	static const struct timespec nap = { 0, 100000 };
-
-	while (__atomic_load_n(&segment_exec_pending, __ATOMIC_ACQUIRE))
-		nanosleep(&nap, NULL);
+	segment_exec_wait();
 	return !config.disable && !__atomic_load_n(&lib_exiting,
 						  __ATOMIC_RELAXED);
 }

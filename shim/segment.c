@@ -800,6 +800,14 @@ out:
 
 int segment_exec_pending;
 
+void segment_exec_wait(void)
+{
+	static const struct timespec nap = { 0, 100000 };
+
+	while (__atomic_load_n(&segment_exec_pending, __ATOMIC_ACQUIRE))
+		nanosleep(&nap, NULL);
+}
+
 bool segment_exec_revive(struct shim_file *f, struct shim_file *g)
 {
 	struct dioshim_seg *old;

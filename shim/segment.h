@@ -132,6 +132,9 @@ bool segment_exec_revive(struct shim_file *f, struct shim_file *g);
 /* Set while this process leaves its files for an exec: a write whose
  * slot was given back waits for it to end. */
 extern int segment_exec_pending;
+/* Wait while another thread leaves our files for an exec: the exec then
+ * ends this thread, or failed and the files are ours again. */
+void segment_exec_wait(void);
 
 /* Take one more reference (an asynchronous write in flight pins the
  * attachment until its completion is seen). */
