@@ -333,7 +333,7 @@ static void deferred_retry(void)
 static bool aop_apply(struct aop *a, int64_t res)
 {
 	struct dioshim_seg *seg = a->f->seg;
-	uint64_t done, want;
+	uint64_t done;
 
 	if (atomic_load(&seg->epoch) != a->epoch)
 		return true; /* a size change came after it: it decided */
@@ -343,14 +343,8 @@ static bool aop_apply(struct aop *a, int64_t res)
 			eof_advance(seg, a->off + (uint64_t)res);
 		break;
 	case AOP_APPEND:
-		done = a->off + (res > 0 ? (uint64_t)res : 0);
-		want = a->end;
-		/* A short or failed append gives back what it did not use if
-		 * nothing was claimed past it; else eof must still pass over
-		 * it to reach the later ones (as for write()). */
-		if (done < a->end &&
-		    !atomic_compare_exchange_strong(&seg->tail, &want, done))
-			done = a->end;
+		done = append_give_back(seg, a->off, a->end,
+					a->off + (res > 0 ? (uint64_t)res : 0));
 		if (done > a->off && !eof_publish_async(seg, a->off, done)) {
 			struct aop **pp = deferred_place(a->off);
 

@@ -235,33 +235,29 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 	struct dioshim_seg *seg = atomic_load(&o->file)->seg;
 	bool positional = req_positional(r);
 	int saved = errno, err;
-	uint64_t off, want;
+	uint64_t off, reach;
 	ssize_t ret;
 
 	if (append) {
 		off = atomic_fetch_add(&seg->tail, len);
 		ret = real_write_at(r, off);
 		err = errno;
-		want = off + len;
-		if ((ret < 0 || (uint64_t)ret < len) &&
-		    !atomic_compare_exchange_strong(&seg->tail, &want,
-						    off + (ret > 0 ? (uint64_t)ret
-								   : 0)))
-			eof_advance(seg, off + len);
+		reach = append_give_back(seg, off, off + len,
+					 off + (ret > 0 ? (uint64_t)ret : 0));
 	} else {
 		off_t pos = positional ? r->off : sys_lseek(r->fd, 0, SEEK_CUR);
 
 		off = pos < 0 ? 0 : (uint64_t)pos;
 		ret = real_write_call(r);
 		err = errno;
-		if (ret > 0)
-			tail_advance(seg, off + (uint64_t)ret);
+		reach = off + (ret > 0 ? (uint64_t)ret : 0);
+		if (reach > off) /* a refused write moves nothing */
+			tail_advance(seg, reach);
 	}
-	if (ret > 0) {
-		eof_advance(seg, off + (uint64_t)ret);
-		if (append && !positional)
-			sys_lseek(r->fd, (off_t)(off + (uint64_t)ret), SEEK_SET);
-	}
+	if (reach > off)
+		eof_advance(seg, reach);
+	if (ret > 0 && append && !positional)
+		sys_lseek(r->fd, (off_t)(off + (uint64_t)ret), SEEK_SET);
 	errno = ret < 0 ? err : saved;
 	return ret;
 }
@@ -282,6 +278,108 @@ static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
 	*err = errno;
 	if (locked)
 		seg_unlock(&seg->ext_lock);
+	return ret;
+}
+
+/* The alignment a direct write's offset and length need on f, and its
+ * buffer's: what statx said, or 512 (the smallest any block device has). */
+static uint64_t dio_off_align(const struct shim_file *f)
+{
+	return f->dio_off_align ? f->dio_off_align : 512;
+}
+
+static uint64_t dio_mem_align(const struct shim_file *f)
+{
+	return f->dio_mem_align ? f->dio_mem_align : 512;
+}
+
+static bool span_aligned(const void *base, size_t n, uint64_t mem,
+			 uint64_t blk)
+{
+	return (uintptr_t)base % mem == 0 && n % blk == 0 &&
+	       (uintptr_t)base < USER_TOP && n <= USER_TOP - (uintptr_t)base;
+}
+
+/*
+ * Whether the kernel takes this append as it takes the rest — a buffered
+ * one, or a direct one aligned as the file asks, at an aligned tail, with
+ * flags every kernel that has RWF_NOAPPEND knows — so that it may run
+ * beside the others.  One it may refuse goes alone (append_alone): claimed
+ * beside others, a refusal would leave theirs past a hole the kernel alone
+ * never makes.  Only the kernel says what it refuses, and in which order:
+ * this decides the path, never the answer.
+ */
+static bool append_certain(struct shim_file *f, uint32_t flags,
+			   const struct io_req *r, uint64_t len)
+{
+	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_APPEND;
+	uint64_t mem = dio_mem_align(f), blk = dio_off_align(f);
+	int i;
+
+	if (req_rwf(r) & ~known)
+		return false;
+	if (!(flags & O_DIRECT))
+		return true;
+	if (len % blk || atomic_load_explicit(&f->seg->tail,
+					      memory_order_relaxed) % blk)
+		return false;
+	if (r->kind == IO_PLAIN || r->kind == IO_P)
+		return span_aligned(r->buf, len, mem, blk);
+	for (i = 0; i < r->iovcnt; i++)
+		if (!span_aligned(r->iov[i].iov_base, r->iov[i].iov_len, mem,
+				  blk))
+			return false;
+	return true;
+}
+
+/*
+ * An append the kernel may refuse, made alone: every write of the file
+ * drained and held off (the barrier), its offset the tail, under ext_lock.
+ * Whatever the kernel answers, the next append starts where this one
+ * ended, as in the kernel alone, which appends one at a time.  Past the
+ * reservation the kernel extends the size itself.
+ */
+static ssize_t append_alone(struct ofd *o, struct shim_file *f,
+			    const struct io_req *r, bool positional, int *err)
+{
+	struct dioshim_seg *seg;
+	bool locked, recovered;
+	uint64_t off, done;
+	ssize_t ret;
+
+	if (!barrier_raise_fd(f, r->fd)) {
+		/* The file is exact (or the barrier unusable): the kernel
+		 * places it, one append at a time among the segment's. */
+		seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+		if (atomic_load_explicit(&seg->exact, memory_order_relaxed))
+			return append_one_at_a_time(seg, r, err);
+		ret = real_write_call(r);
+		*err = errno;
+		return ret;
+	}
+	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+	locked = seg_lock(&seg->ext_lock, &recovered);
+	if (!positional)
+		atomic_fetch_add(&o->appending, 1);
+	off = atomic_load(&seg->tail);
+	ret = real_write_at(r, off);
+	*err = errno;
+	done = off + (ret > 0 ? (uint64_t)ret : 0);
+	if (done > off && f->slot >= 0) {
+		struct dioshim_shard *sh = inflight_shard(f);
+
+		stat_add(&sh->writes, 1);
+		stat_add(&sh->bytes, (uint64_t)ret);
+		stat_add(&sh->appends, 1);
+	}
+	tail_advance(seg, done);
+	if (locked)
+		reserve_exact_done(f, r->fd); /* phys: what the kernel made */
+	if (done > off)
+		eof_publish_in_order(seg, off, done);
+	barrier_lower(f);
+	if (!positional)
+		append_done_position(o, r->fd, ret, done);
 	return ret;
 }
 
@@ -330,6 +428,10 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		return io_write_reentrant(o, r, append, len);
 
 	guard_enter(&g, true);
+	if (append && !nowait && !append_certain(f, flags, r, len)) {
+		ret = append_alone(o, f, r, positional, &err);
+		goto out_unlock;
+	}
 	if (pos_locked)
 		pthread_mutex_lock(&o->pos_lock);
 	sh = inflight_enter_fd(f, r->fd);
@@ -369,6 +471,20 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	} else if (append) {
 		res = append_claim(f, r->fd, len, nowait, &off);
 		end = off + len;
+		if (res == RESERVE_OK && !nowait && (flags & O_DIRECT) &&
+		    off % dio_off_align(f)) {
+			/* A buffered writer left the tail unaligned since
+			 * append_certain looked: the kernel will refuse this
+			 * one, which must then go alone. */
+			uint64_t want = end;
+
+			if (atomic_compare_exchange_strong(&seg->tail, &want,
+							   off)) {
+				inflight_exit(sh);
+				ret = append_alone(o, f, r, positional, &err);
+				goto out_unlock;
+			}
+		}
 		if (!positional && res != RESERVE_WOULD_BLOCK)
 			atomic_fetch_add(&o->appending, 1);
 	} else if (end > atomic_load_explicit(&seg->phys,
@@ -401,19 +517,11 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		stat_add(&sh->bytes, (uint64_t)ret);
 	}
 	if (append) {
-		uint64_t claimed = end;
 		uint64_t done = off + (ret > 0 ? (uint64_t)ret : 0);
-		uint64_t publish = done;
+		/* (an exact append, under ext_lock, always gives back) */
+		uint64_t publish = append_give_back(seg, off, end, done);
 
 		stat_add(&sh->appends, 1);
-		/* A short or failed append gives back what it did not use,
-		 * if no later append has claimed past it (an exact one, under
-		 * ext_lock, always can); if one has, the size must still pass
-		 * over this one to reach it. */
-		if (done < claimed &&
-		    !atomic_compare_exchange_strong(&seg->tail, &claimed,
-						    done))
-			publish = end;
 		/* ext_lock goes before the wait: an append waiting for an
 		 * earlier one must not hold what that one needs. */
 		if (res == RESERVE_EXACT)

@@ -138,6 +138,26 @@ static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
 bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			  uint64_t end);
 
+/*
+ * An append that claimed [off, end) from the tail wrote [off, done): give
+ * back what it did not use, if nothing was claimed past it.  Returns how
+ * far its publication must reach: done, or end when a later claim stands
+ * past it (the size must pass over this one to reach that one).  Every
+ * path of an append — a call, a signal handler's, a queued request — ends
+ * here; an append that may be refused goes alone (io.c), so that this
+ * returns end only for a failure nobody could foresee.
+ */
+static inline uint64_t append_give_back(struct dioshim_seg *seg, uint64_t off,
+					uint64_t end, uint64_t done)
+{
+	uint64_t want = end;
+
+	if (done < end &&
+	    !atomic_compare_exchange_strong(&seg->tail, &want, done))
+		return end;
+	return done > off ? done : off;
+}
+
 /* The same for an asynchronous append, reaped by a thread that may hold
  * earlier ones not yet reaped: it never waits; whoever brings eof to off
  * carries it on to end.  False, having done nothing, when the done ring

@@ -687,6 +687,8 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 	f->dev = id->dev;
 	f->ino = id->ino;
 	f->fs_bit = id->fs_bit;
+	f->dio_mem_align = id->dio_mem_align;
+	f->dio_off_align = id->dio_off_align;
 	f->slot = slot;
 	f->guest = guest;
 	f->guest_held = held;
@@ -1113,7 +1115,8 @@ bool file_identify(int fd, struct file_id *id)
 
 	if (sys_statx(fd, "", AT_EMPTY_PATH,
 		      STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID |
-			      STATX_INO | STATX_SIZE | STATX_BTIME,
+			      STATX_INO | STATX_SIZE | STATX_BTIME |
+			      STATX_DIOALIGN,
 		      &stx))
 		return false;
 	if (!S_ISREG(stx.stx_mode))
@@ -1142,6 +1145,11 @@ bool file_identify(int fd, struct file_id *id)
 	if (id->blksize < 512 || id->blksize > (1u << 20) ||
 	    (id->blksize & (id->blksize - 1)))
 		id->blksize = 4096;
+	id->dio_mem_align = id->dio_off_align = 0;
+	if (stx.stx_mask & STATX_DIOALIGN) {
+		id->dio_mem_align = stx.stx_dio_mem_align;
+		id->dio_off_align = stx.stx_dio_offset_align;
+	}
 	id->birth_kind = DIOSHIM_BIRTH_NONE;
 	id->birth_sec = 0;
 	id->birth_nsec = 0;

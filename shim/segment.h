@@ -20,6 +20,9 @@ struct shim_file {
 	struct dioshim_seg *seg;
 	uint64_t dev, ino;
 	uint32_t fs_bit; /* CONFIG_FS_* */
+	/* what the kernel asks of a direct write (STATX_DIOALIGN): buffer
+	 * and offset/length alignment, 0 when it does not say */
+	uint32_t dio_mem_align, dio_off_align;
 	int slot; /* our slot in seg->slot[] */
 	unsigned refs; /* ofds pointing here; under files_lock */
 	/* asynchronous writes in flight (async.c, under its lock): the
@@ -42,6 +45,7 @@ struct file_id {
 	uint64_t size;
 	uint32_t blksize;
 	uint32_t fs_bit;
+	uint32_t dio_mem_align, dio_off_align; /* STATX_DIOALIGN, or 0 */
 	uint32_t birth_kind;
 	int64_t birth_sec;
 	uint32_t birth_nsec;

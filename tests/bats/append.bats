@@ -34,3 +34,25 @@ setup() { fs_require; F=$SCRATCH_MNT/append.$BATS_TEST_NUMBER; }
 	[ "$status" -eq 0 ]
 	[ "$(real_size "$F")" -eq $((8 * 400 * 4096)) ]
 }
+
+@test "appends the kernel refuses, racing good ones, leave no trace: no hole, exact size (kernel alone as control)" {
+	local n=1500 out
+	# The control: the kernel alone refuses the misaligned appends and
+	# the good ones follow each other with no gap.
+	out=$(noshim "$HELPERS/badappend" $n "$F.klog" "$F.k")
+	echo "kernel: $out"
+	[[ "$out" == "good=$n refused="* ]]
+	[[ "$out" != *"refused=0 "* ]]
+	run noshim "$HELPERS/t_verify" -S $((n * 4096)) "$F.k" "$F.klog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	out=$(shim "$HELPERS/badappend" $n "$F.log" "$F")
+	echo "dioshim: $out"
+	[[ "$out" == "good=$n refused="* ]]
+	[[ "$out" != *"refused=0 "* ]]
+	[ "$(real_size "$F")" -eq $((n * 4096)) ]
+	run noshim "$HELPERS/t_verify" -S $((n * 4096)) "$F" "$F.log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	rm -f "$F" "$F.k" "$F.log" "$F.klog"
+}

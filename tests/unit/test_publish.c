@@ -6,7 +6,7 @@
  * only once eof covers its range, and eof ends at the total.  Also: an
  * append behind a slow one of a live process waits for it however long;
  * one whose predecessor's process died gets through after the bounded
- * wait.
+ * wait.  And the give-back of a refused or short append.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -130,5 +130,27 @@ int main(void)
 	CHECK_EQ(atomic_load(&seg.eof), next + BS);
 	CHECK(t1.tv_sec - t0.tv_sec >= 1);
 	CHECK(dead + BS == next);
+
+	/* The give-back (append_give_back): a refused append with nothing
+	 * claimed past it gives its range back, and the next one takes it;
+	 * a short one keeps what it wrote; one with a later claim past it
+	 * must be published over (a failure nobody could foresee). */
+	uint64_t g = atomic_load(&seg.tail), r;
+
+	atomic_store(&seg.tail, g + BS); /* claims [g, g+BS) */
+	r = append_give_back(&seg, g, g + BS, g); /* refused */
+	CHECK_EQ(r, g);
+	CHECK_EQ(atomic_load(&seg.tail), g);
+	atomic_store(&seg.tail, g + 2 * BS);
+	r = append_give_back(&seg, g, g + 2 * BS, g + BS); /* short */
+	CHECK_EQ(r, g + BS);
+	CHECK_EQ(atomic_load(&seg.tail), g + BS);
+	atomic_store(&seg.tail, g + 2 * BS); /* claims [g+BS, g+2BS) */
+	r = append_give_back(&seg, g + BS, g + 2 * BS, g + 2 * BS); /* whole */
+	CHECK_EQ(r, g + 2 * BS);
+	atomic_store(&seg.tail, g + 4 * BS); /* two claims, the first fails */
+	r = append_give_back(&seg, g + 2 * BS, g + 3 * BS, g + 2 * BS);
+	CHECK_EQ(r, g + 3 * BS);
+	CHECK_EQ(atomic_load(&seg.tail), g + 4 * BS);
 	return unit_result();
 }
