@@ -683,18 +683,68 @@ static bool aio_len(const struct iocb *io, uint64_t *len)
 	return iov_sum(iov, io->u.v.nr, len);
 }
 
-/* What an iocb looked like before the shim rewrote it. */
-struct aio_saved {
-	long long offset;
-	unsigned rw_flags;
-	short opcode;
+/*
+ * An append's iocb, as the shim rewrote it (the tail's offset, made
+ * positional with RWF_NOAPPEND), is left so: from the moment the kernel
+ * has it the application may reap it and reuse the iocb, and any store of
+ * the shim's would land in its next request.  A mark keeps what the
+ * application had written, to know the iocb again if it is submitted
+ * unchanged — as an append again, not a write at the last one's offset.
+ * Marks live in a table by iocb address, under async_lock.
+ */
+struct aio_mark {
+	uintptr_t iocb; /* 0: free */
+	long long off, app_off;
+	unsigned flags, app_flags;
 };
+
+#define AIO_MARKS 65536u
+static struct aio_mark *aio_marks;
+
+static struct aio_mark *aio_mark_slot(const struct iocb *io, bool make)
+{
+	uintptr_t key = (uintptr_t)io;
+	size_t h = (size_t)((key >> 5) * 0x9e3779b97f4a7c15ull) % AIO_MARKS;
+	size_t i;
+
+	if (!aio_marks && !(make && (aio_marks = mem_alloc(
+					       AIO_MARKS * sizeof(*aio_marks)))))
+		return NULL;
+	for (i = 0; i < 8; i++)
+		if (aio_marks[(h + i) % AIO_MARKS].iocb == key)
+			return &aio_marks[(h + i) % AIO_MARKS];
+	for (i = 0; make && i < 8; i++)
+		if (!aio_marks[(h + i) % AIO_MARKS].iocb)
+			return &aio_marks[(h + i) % AIO_MARKS];
+	if (!make)
+		return NULL;
+	log_once("more than %u iocbs appended through: an unchanged one "
+		 "submitted again may be taken as a write at its last offset",
+		 AIO_MARKS);
+	return &aio_marks[h];
+}
+
+/* The offset and flags the application gave io. */
+static void aio_app_view(const struct iocb *io, long long *off,
+			 unsigned *flags)
+{
+	struct aio_mark *m;
+
+	*off = io->u.c.offset;
+	*flags = io->aio_rw_flags;
+	if (!(*flags & RWF_NOAPPEND) || !(m = aio_mark_slot(io, false)) ||
+	    m->off != *off || m->flags != *flags)
+		return;
+	*off = m->app_off;
+	*flags = m->app_flags;
+}
 
 /* Submit iocbs[0, n) (at most BATCH_FILES files): the shim's part. */
 static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 {
-	struct aio_saved saved[64];
+	struct aio_mark app[64];
 	struct aop *ops[64];
+	int syncs[64], nsync = 0;
 	struct aring *r;
 	struct batch b;
 	long i, take = n;
@@ -712,34 +762,46 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		ring_scan(r);
 	for (i = 0; i < take; i++) {
 		struct iocb *io = iocbs[i];
+		struct aio_mark *m;
 		uint64_t len;
 		bool append;
 
 		ops[i] = NULL;
-		saved[i].offset = io->u.c.offset;
-		saved[i].rw_flags = io->aio_rw_flags;
-		saved[i].opcode = io->aio_lio_opcode;
 		if (!r)
 			continue;
-		if (io->aio_lio_opcode == IO_CMD_FSYNC ||
-		    io->aio_lio_opcode == IO_CMD_FDSYNC) {
-			if (prepare_sync(io->aio_fildes, io->aio_lio_opcode ==
-								 IO_CMD_FDSYNC))
-				io->aio_lio_opcode = IO_CMD_FSYNC;
+		if (io->aio_lio_opcode == IO_CMD_FDSYNC &&
+		    prepare_sync(io->aio_fildes, true)) {
+			/* The record must reach the disk, which fdatasync
+			 * does not promise on ext4: a full fsync of the
+			 * shim's own first, the iocb as it is. */
+			syncs[nsync++] = io->aio_fildes;
 			continue;
 		}
-		if (!aio_is_write(io) || !aio_len(io, &len) ||
-		    (!(io->aio_rw_flags & RWF_APPEND_) &&
-		     io->u.c.offset < 0))
+		if (io->aio_lio_opcode == IO_CMD_FSYNC) {
+			prepare_sync(io->aio_fildes, false);
+			continue;
+		}
+		if (!aio_is_write(io) || !aio_len(io, &len))
+			continue;
+		aio_app_view(io, &app[i].app_off, &app[i].app_flags);
+		if (!(app[i].app_flags & RWF_APPEND_) && app[i].app_off < 0)
 			continue;
 		ops[i] = prepare_write(&b, r, io->aio_fildes,
 				       (uint64_t)(uintptr_t)io,
-				       (uint64_t)io->u.c.offset, len,
-				       (int)io->aio_rw_flags, &append);
+				       (uint64_t)app[i].app_off, len,
+				       (int)app[i].app_flags, &append);
 		if (ops[i] && append) {
 			io->u.c.offset = (long long)ops[i]->off;
-			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
+			io->aio_rw_flags = (app[i].app_flags & ~RWF_APPEND_) |
 					   RWF_NOAPPEND;
+			m = aio_mark_slot(io, true);
+			if (m) {
+				m->iocb = (uintptr_t)io;
+				m->off = io->u.c.offset;
+				m->flags = io->aio_rw_flags;
+				m->app_off = app[i].app_off;
+				m->app_flags = app[i].app_flags;
+			}
 		}
 		/* A batch full of files: submit what is ready first. */
 		if (b.n == BATCH_FILES) {
@@ -749,16 +811,26 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	}
 	pthread_mutex_unlock(&async_lock);
 
+	for (i = 0; i < nsync; i++)
+		syscall(SYS_fsync, syncs[i]);
 	ret = lazy_io_submit()(ctx, take, iocbs);
 
 	pthread_mutex_lock(&async_lock);
-	/* The kernel copied the iocbs: give the application its own back. */
-	for (i = 0; i < take; i++) {
-		iocbs[i]->u.c.offset = saved[i].offset;
-		iocbs[i]->aio_rw_flags = saved[i].rw_flags;
-		iocbs[i]->aio_lio_opcode = saved[i].opcode;
-		if (ops[i] && i >= (ret > 0 ? ret : 0))
-			unprepare(r, ops[i]);
+	/* What the kernel did not take is still the application's alone,
+	 * and unseen by it: give it back as it was.  The rest stays as the
+	 * kernel read it (the marks above). */
+	for (i = ret > 0 ? ret : 0; i < take; i++) {
+		if (!ops[i])
+			continue;
+		if (ops[i]->kind == AOP_APPEND) {
+			struct aio_mark *m = aio_mark_slot(iocbs[i], false);
+
+			iocbs[i]->u.c.offset = app[i].app_off;
+			iocbs[i]->aio_rw_flags = app[i].app_flags;
+			if (m)
+				m->iocb = 0;
+		}
+		unprepare(r, ops[i]);
 	}
 	pthread_mutex_unlock(&async_lock);
 	batch_end(&b);
