@@ -51,6 +51,79 @@ static void entry_set(int fd, struct ofd *o)
 			      memory_order_release);
 }
 
+/*
+ * Descriptors closed from a signal handler that interrupted this process
+ * inside the shim, where fdt_lock may be held by the very thread the
+ * handler runs on.  The entry goes at once, lock-free, so that the number,
+ * reused for a socket or a pipe, is never taken for the file; the
+ * reference is put later, under fdt_lock, through a copy of the descriptor
+ * taken before the close (the last one out trims through it).
+ */
+#define LATE_PUTS 64
+enum { LATE_FREE, LATE_FILLING, LATE_READY };
+static struct late_put {
+	_Atomic int state;
+	int fd;
+	struct ofd *o;
+} late[LATE_PUTS];
+static _Atomic unsigned late_pending;
+
+static void ofd_put(struct ofd *o, int fd);
+
+/* Take fdt_lock, and put what handlers left behind. */
+static void fdt_lock_take(void)
+{
+	int i;
+
+	pthread_mutex_lock(&fdt_lock);
+	if (__builtin_expect(!atomic_load_explicit(&late_pending,
+						   memory_order_acquire),
+			     1))
+		return;
+	for (i = 0; i < LATE_PUTS; i++) {
+		if (atomic_load(&late[i].state) != LATE_READY)
+			continue;
+		ofd_put(late[i].o, late[i].fd);
+		if (late[i].fd >= 0)
+			sys_close(late[i].fd);
+		atomic_store(&late[i].state, LATE_FREE);
+		atomic_fetch_sub(&late_pending, 1);
+	}
+}
+
+void fdtable_close_reentrant(int fd)
+{
+	struct ofd *o = entry_get(fd);
+	fd_entry *c;
+	int i, copy;
+
+	if (!o || (unsigned)fd >= FDT_MAX)
+		return;
+	c = atomic_load(&fdt[(unsigned)fd >> FDT_SHIFT]);
+	if (!c || !atomic_compare_exchange_strong(
+			  &c[(unsigned)fd & (FDT_CHUNK - 1)], &o, NULL) ||
+	    o == OFD_PASS)
+		return;
+	copy = fd_out_of_the_way(fd);
+	for (i = 0; i < LATE_PUTS; i++) {
+		int free_ = LATE_FREE;
+
+		if (!atomic_compare_exchange_strong(&late[i].state, &free_,
+						    LATE_FILLING))
+			continue;
+		late[i].o = o;
+		late[i].fd = copy;
+		atomic_store(&late[i].state, LATE_READY);
+		atomic_fetch_add(&late_pending, 1);
+		return;
+	}
+	/* No room: the description stays attached until the process ends
+	 * (its reference is never put), which keeps every rule; only the
+	 * tail is cut later. */
+	if (copy >= 0)
+		sys_close(copy);
+}
+
 static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 			   uint64_t gen)
 {
@@ -174,7 +247,7 @@ static struct ofd *adopt(int fd)
 	struct ofd *o;
 	int flags;
 
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	o = entry_get(fd);
 	if (!o) {
 		flags = sys_fcntl(fd, F_GETFL, 0);
@@ -193,7 +266,7 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 	struct shim_file *f;
 	bool servable;
 
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	if (entry_get(fd) == o && !atomic_load(&o->file) &&
 	    o->state != OFD_NEVER) {
 		f = identify_attach(fd, (int)atomic_load(&o->flags),
@@ -247,7 +320,7 @@ void fdtable_opened(int fd, int flags)
 {
 	struct ofd *stale;
 
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	stale = entry_get(fd);
 	if (stale && stale != OFD_PASS)
 		ofd_put(stale, -1);
@@ -261,7 +334,7 @@ void fdtable_close(int fd)
 
 	if (!entry_get(fd))
 		return;
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	o = entry_get(fd);
 	if (o) {
 		entry_set(fd, NULL);
@@ -299,7 +372,7 @@ static void drop_range(unsigned lo, unsigned hi)
 
 void fdtable_close_range(unsigned lo, unsigned hi)
 {
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	drop_range(lo, hi);
 	pthread_mutex_unlock(&fdt_lock);
 }
@@ -308,7 +381,7 @@ void fdtable_dup(int oldfd, int newfd)
 {
 	struct ofd *o, *stale;
 
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	o = entry_get(oldfd);
 	stale = entry_get(newfd);
 	if (stale && stale != OFD_PASS)
@@ -327,7 +400,7 @@ void fdtable_setfl(int fd)
 	bool servable;
 	int flags;
 
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	o = entry_get(fd);
 	flags = sys_fcntl(fd, F_GETFL, 0);
 	if (o && o != OFD_PASS && flags >= 0) {
@@ -351,7 +424,7 @@ void fdtable_setfl(int fd)
 
 void fdtable_release_all(void)
 {
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	drop_range(0, FDT_MAX - 1);
 	pthread_mutex_unlock(&fdt_lock);
 }
@@ -414,21 +487,21 @@ static void exec_undo(int fd, struct ofd *o)
 
 void fdtable_exec_prepare(void)
 {
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	for_each_ofd(exec_release);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
 void fdtable_exec_failed(void)
 {
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	for_each_ofd(exec_undo);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
 void fdtable_atfork_prepare(void)
 {
-	pthread_mutex_lock(&fdt_lock);
+	fdt_lock_take();
 	segment_atfork_prepare();
 	mem_atfork_prepare();
 }

@@ -104,6 +104,10 @@ static inline bool fdtable_surely_pass(int fd)
 void fdtable_opened(int fd, int flags);
 /* fd is about to be closed (still open: the last detach trims through it). */
 void fdtable_close(int fd);
+/* The same, from a signal handler that interrupted this thread inside the
+ * shim: takes no lock (the entry goes at once; the rest is done by the
+ * next call that takes the table's lock). */
+void fdtable_close_reentrant(int fd);
 /* Every fd in [lo, hi] is about to be closed. */
 void fdtable_close_range(unsigned lo, unsigned hi);
 /* newfd is now a duplicate of oldfd. */

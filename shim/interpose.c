@@ -434,6 +434,21 @@ bool shim_active(void)
 		}                               \
 	} while (0)
 
+/*
+ * A descriptor about to go away (close, dup2 over it).  From a signal
+ * handler that interrupted this thread inside the shim, where the table's
+ * lock may be held: its entry goes without the lock, lest the number,
+ * reused, be taken for the file.
+ */
+static void forget_fd(int fd)
+{
+	if (shim_on())
+		BOOKKEEP(fdtable_close(fd));
+	else if (io_busy && !config.disable && !in_vfork_child() &&
+		 !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED))
+		fdtable_close_reentrant(fd);
+}
+
 /* ---- open --------------------------------------------------------------- */
 
 static int open_common(int dirfd, const char *path, int flags, mode_t mode)
@@ -569,7 +584,7 @@ static int close_range_around(unsigned int lo, unsigned int hi, int flags)
 
 EXPORT int close(int fd)
 {
-	BOOKKEEP(fdtable_close(fd));
+	forget_fd(fd);
 	/* A number the program never opened, as far as it knows: the
 	 * kernel alone would say EBADF. */
 	if (__builtin_expect(lifeline_owns_fd(fd), 0) && shim_on()) {
@@ -660,6 +675,8 @@ EXPORT int dup2(int oldfd, int newfd)
 	int fd;
 
 	BOOKKEEP(dup_over(oldfd, newfd));
+	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+		forget_fd(newfd); /* from a handler: newfd is adopted anew */
 	fd = real_dup2(oldfd, newfd);
 	if (fd >= 0 && oldfd != newfd)
 		BOOKKEEP(fdtable_dup(oldfd, fd));
@@ -672,6 +689,8 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 
 	if (oldfd != newfd)
 		BOOKKEEP(dup_over(oldfd, newfd));
+	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+		forget_fd(newfd); /* as in dup2 */
 	fd = real_dup3(oldfd, newfd, flags);
 	if (fd >= 0)
 		BOOKKEEP(fdtable_dup(oldfd, fd));

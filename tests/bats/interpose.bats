@@ -1084,3 +1084,14 @@ stat %1/n'
 	reserved
 	[ "$(segs "$SHM.out")" = 11 ]
 }
+
+@test "close from a signal handler while its thread is inside the shim: the number, reused for a socket, is the socket's (issue 11, case 7)" {
+	mkdir -p "$W/k" "$W/s"
+	run timeout 120 env -u LD_PRELOAD "$HELPERS/sigclose" "$W/k" 300
+	echo "kernel alone: $output"
+	[ "$status" -eq 0 ]
+	run timeout 120 "$DIOSHIM" "$HELPERS/sigclose" "$W/s" 300
+	echo "under the shim: $output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" bad=0" ]]
+}
