@@ -30,26 +30,30 @@ TEAR=$TOP/build/tests/helpers/tearcheck
 field() { sed -n "s/.*\<$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "| fs | writers | readers | kernel reads | dioshim reads | dioshim/kernel | torn kernel / dioshim |"
-echo "|---|--:|--:|--:|--:|--:|---|"
+echo "| fs | writers | readers | kernel reads | dioshim reads | dioshim/kernel | kernel writes | dioshim writes | torn kernel / dioshim |"
+echo "|---|--:|--:|--:|--:|--:|--:|--:|---|"
 for fs in $FSTYPES; do
 	scratch_make "$fs" 1G >/dev/null
-	kr=() sr=() kt=0 st=0
+	kr=() sr=() kw=() sw=() kt=0 st=0
 	for _ in $(seq "$REPS"); do
 		f=$SCRATCH_MNT/readers
 		rm -f "$f"
 		out=$(env -u LD_PRELOAD "$TEAR" whole "$f" "$SECS" "$WRITERS" \
 			"$READERS" 2>&1) || true
 		kr+=("$(field reads "$out")")
+		kw+=("$(field writes "$out")")
 		kt=$((kt + $(field torn "$out")))
 		rm -f "$f"
 		out=$("$TOP/build/dioshim" "$TEAR" whole "$f" "$SECS" \
 			"$WRITERS" "$READERS" 2>&1) || true
 		sr+=("$(field reads "$out")")
+		sw+=("$(field writes "$out")")
 		st=$((st + $(field torn "$out")))
 	done
 	k=$(printf '%s\n' "${kr[@]}" | median)
 	s=$(printf '%s\n' "${sr[@]}" | median)
-	echo "| $fs | $WRITERS | $READERS | $k | $s | $(awk -v a="$s" -v b="$k" 'BEGIN {printf "%.3f", b ? a / b : 0}') | $kt / $st |"
+	w=$(printf '%s\n' "${kw[@]}" | median)
+	v=$(printf '%s\n' "${sw[@]}" | median)
+	echo "| $fs | $WRITERS | $READERS | $k | $s | $(awk -v a="$s" -v b="$k" 'BEGIN {printf "%.3f", b ? a / b : 0}') | $w | $v | $kt / $st |"
 	scratch_destroy "$SCRATCH_DIR"
 done

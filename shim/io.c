@@ -554,7 +554,7 @@ out_unlock:
  * The read itself, never half of a write: read, then check that no write
  * touched the range meanwhile, else read again (a read that uses the file
  * position goes back to pos first).  A reader that keeps meeting writers
- * locks the range instead.  From a signal handler: just read.
+ * makes new ones wait for it.  From a signal handler: just read.
  */
 static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
 			  uint64_t pos, uint64_t len, bool positional,
@@ -568,21 +568,18 @@ static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
 		*err = errno;
 		return ret;
 	}
+	rl.gating = false;
 	for (;;) {
 		rangelock_read_begin(f, pos, len, &rl);
 		ret = real_read_call(r);
 		*err = errno;
 		if (ret <= 0 || rangelock_read_valid(f, &rl))
-			return ret;
+			break;
 		if (!positional)
 			sys_lseek(r->fd, (off_t)pos, SEEK_SET);
-		if (rangelock_read_should_lock())
-			break;
+		rangelock_read_retry(f, &rl);
 	}
-	rangelock_write(f, pos, len, &rl);
-	ret = real_read_call(r);
-	*err = errno;
-	rangelock_write_done(f, &rl);
+	rangelock_read_done(f, &rl);
 	return ret;
 }
 

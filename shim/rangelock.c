@@ -11,10 +11,17 @@
  *
  * A writer owns a stripe by writing its owner word (pid and start time)
  * and makes the stripe's count odd; it makes the count even again before
- * it lets go.  A reader never writes: it waits for even counts, reads,
- * and reads again if a count moved.  A holder killed with kill -9 is found
- * by whoever waits on it past STRIPE_PATIENCE_NS, and its stripe is taken
- * over (an odd count made even).
+ * it lets go.  A reader waits for even counts, reads, and reads again if a
+ * count moved.  A holder killed with kill -9 is found by whoever waits on
+ * it past STRIPE_PATIENCE_NS, and its stripe is taken over (an odd count
+ * made even).
+ *
+ * Fairness: a reader whose reads keep meeting writers sets the gate word
+ * of its stripes (its owner word, if no other reader's is there); a
+ * writer waits at every gate of its range before taking the first stripe
+ * — never once it holds one, so a gate cannot close a cycle — until the
+ * reader is done, is found dead, or GATE_PATIENCE_NS has passed.  Readers
+ * write nothing shared until they have met writers.
  *
  * Lock order: stripes are taken after the in-flight count and before
  * ext_lock (the reservation), and held across the kernel's write.
@@ -32,7 +39,10 @@
 #include <unistd.h>
 
 #define STRIPE_PATIENCE_NS 20000000ull /* before asking if a holder lives */
-#define READ_TRIES 8 /* reads that met a writer, before locking instead */
+#define READ_TRIES 2 /* reads that met a writer, before gating */
+/* How long a writer waits at a gate, whoever holds it: past that the gate
+ * is void (its reader stopped, or slower than any read should be). */
+#define GATE_PATIENCE_NS 100000000ull
 
 void rangelock_init(struct dioshim_seg *seg)
 {
@@ -178,6 +188,12 @@ void rangelock_release_self(struct dioshim_seg *seg)
 		struct dioshim_stripe *s = &seg->stripe[i];
 		uint64_t holder = me->pid_start;
 
+		if ((uint32_t)s->gate.pidns == (uint32_t)me->pidns &&
+		    atomic_compare_exchange_strong(&s->gate.pid_start, &holder,
+						   0) &&
+		    atomic_load(&s->waiters))
+			futex_wake_all(&s->seq);
+		holder = me->pid_start;
 		if ((uint32_t)s->writer.pidns != (uint32_t)me->pidns ||
 		    !atomic_compare_exchange_strong(&s->writer.pid_start,
 						    &holder, 0))
@@ -188,6 +204,35 @@ void rangelock_release_self(struct dioshim_seg *seg)
 						  memory_order_release);
 		if (atomic_load(&s->waiters))
 			futex_wake_all(&s->seq);
+	}
+}
+
+/* Wait while a reader holds the gate of s (see the top of the file). */
+static void gate_wait(uint64_t key, struct dioshim_stripe *s)
+{
+	uint64_t start = 0, g, waited;
+	unsigned spins = 0;
+	uint32_t seq;
+
+	while ((g = atomic_load_explicit(&s->gate.pid_start,
+					 memory_order_acquire))) {
+		if (++spins < 64) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (!start)
+			start = now_ns();
+		seq = atomic_load(&s->seq);
+		atomic_fetch_add(&s->waiters, 1);
+		if (atomic_load(&s->gate.pid_start) == g)
+			futex_wait(&s->seq, seq);
+		atomic_fetch_sub(&s->waiters, 1);
+		waited = now_ns() - start;
+		if (waited > GATE_PATIENCE_NS ||
+		    (waited > STRIPE_PATIENCE_NS &&
+		     !owner_alive_in(key, g, s->gate.pidns)))
+			atomic_compare_exchange_strong(&s->gate.pid_start, &g,
+						       0);
 	}
 }
 
@@ -204,6 +249,8 @@ bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 	cover(f->seg, off, len, rl);
 	if (!rl->active)
 		return false;
+	for_each_stripe(rl, i)
+		gate_wait(f->seg->hint_key, &f->seg->stripe[i]);
 	for_each_stripe(rl, i)
 		stripe_lock(f->seg->hint_key, &f->seg->stripe[i],
 			    me->pid_start, me->pidns);
@@ -289,11 +336,52 @@ bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl)
 	return true;
 }
 
-/* Whether the calling reader has met writers too often: it then locks. */
-bool rangelock_read_should_lock(void)
+void rangelock_read_retry(struct shim_file *f, struct rangelock *rl)
 {
-	if (tls_read_tries < READ_TRIES)
-		return false;
-	tls_read_tries = 0;
-	return true;
+	const struct owner_id *me = owner_self();
+	unsigned i;
+
+	if (!rl->active || tls_read_tries < READ_TRIES)
+		return;
+	if (!rl->gating) {
+		memset(rl->gated, 0, sizeof(rl->gated));
+		rl->gating = true;
+	}
+	/* Each time round: a gate another reader held may be free now. */
+	for_each_stripe(rl, i) {
+		struct dioshim_stripe *s = &f->seg->stripe[i];
+		uint64_t none = 0;
+
+		if (rl->gated[i / 64] & (1ull << (i % 64)))
+			continue;
+		if (atomic_compare_exchange_strong(&s->gate.pid_start, &none,
+						   me->pid_start)) {
+			s->gate.pidns = me->pidns;
+			rl->gated[i / 64] |= 1ull << (i % 64);
+		}
+	}
+}
+
+void rangelock_read_done(struct shim_file *f, struct rangelock *rl)
+{
+	const struct owner_id *me = owner_self();
+	unsigned w, i;
+
+	if (!rl->gating)
+		return;
+	rl->gating = false;
+	for (w = 0; w < DIOSHIM_STRIPES / 64; w++) {
+		for (uint64_t m = rl->gated[w]; m; m &= m - 1) {
+			struct dioshim_stripe *s;
+			uint64_t mine = me->pid_start;
+
+			i = w * 64 + (unsigned)__builtin_ctzll(m);
+			s = &f->seg->stripe[i];
+			/* Unless a writer found it void meanwhile. */
+			atomic_compare_exchange_strong(&s->gate.pid_start,
+						       &mine, 0);
+			if (atomic_load(&s->waiters))
+				futex_wake_all(&s->seq);
+		}
+	}
 }

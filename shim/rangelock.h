@@ -18,7 +18,9 @@
 struct rangelock {
 	uint64_t bits[DIOSHIM_STRIPES / 64];
 	uint32_t seq[DIOSHIM_STRIPES]; /* readers: the counts seen */
+	uint64_t gated[DIOSHIM_STRIPES / 64]; /* readers: gates we hold */
 	bool active;
+	bool gating; /* gated[] is in use */
 };
 
 /* Lock [off, off + len) exclusive for a write (rounded out to blocks).
@@ -30,21 +32,27 @@ void rangelock_write_done(struct shim_file *f, struct rangelock *rl);
 
 /* Before a read: wait for no writer in the range, note the counts.
  * After it: true if no write touched the range meanwhile (else read
- * again).  After a few retries a reader locks the range like a writer
- * (rangelock_write), so writers cannot starve it. */
+ * again).  rl->gating must be false before the first begin. */
 void rangelock_read_begin(struct shim_file *f, uint64_t off, uint64_t len,
 			  struct rangelock *rl);
 bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl);
 
-/* After a failed validation: true when this thread's reads have met
- * writers often enough that it should lock instead. */
-bool rangelock_read_should_lock(void);
+/*
+ * After a failed validation: once this thread's reads have met writers
+ * a few times, it asks the writers of its range to let it through — new
+ * writers of a gated stripe wait before taking it, writers already in go
+ * on — so that readers and writers both make progress.  Readers still
+ * exclude nobody: two read at once.  rangelock_read_done ends it.
+ */
+void rangelock_read_retry(struct shim_file *f, struct rangelock *rl);
+void rangelock_read_done(struct shim_file *f, struct rangelock *rl);
 
 /* Geometry for a new segment, from the configuration. */
 void rangelock_init(struct dioshim_seg *seg);
 
-/* Free the stripes that name this process: held by threads of the image
- * that exec replaced (same pid and start time, so they look alive). */
+/* Free the stripes and gates that name this process: held by threads of
+ * the image that exec replaced (same pid and start time, so they look
+ * alive). */
 void rangelock_release_self(struct dioshim_seg *seg);
 
 #endif

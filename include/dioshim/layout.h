@@ -137,7 +137,9 @@ struct dioshim_stripe {
 	DIOSHIM_ATOMIC(uint32_t) seq; /* odd while held; futex for waiters */
 	DIOSHIM_ATOMIC(uint32_t) waiters; /* sleeping on seq */
 	struct dioshim_owner writer; /* the holding process; 0: free */
-	uint64_t pad[5];
+	/* a reader that kept meeting writers: new writers wait for it */
+	struct dioshim_owner gate;
+	uint64_t pad[3];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 struct dioshim_seg {

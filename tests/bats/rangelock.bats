@@ -77,3 +77,21 @@ no_tear() {
 	[ "$status" -ne 124 ]
 	no_tear
 }
+
+@test "kill -9 of reader processes that made writers wait for them: the writers go on, nothing hangs, nothing tears" {
+	local out=$BATS_TEST_TMPDIR/out pid kids w1 w2
+	# 2 writers, then 4 readers (forked in that order): the readers keep
+	# meeting the writers, so they hold gates most of the time.
+	shim "$HELPERS/tearcheck" whole "$F" 6 2 4 procs >"$out" &
+	pid=$!
+	sleep 1
+	for _ in 1 2 3; do
+		mapfile -t kids < <(pgrep -P "$(pgrep -P "$pid" | head -1)" | sort -n || true)
+		[ ${#kids[@]} -gt 3 ] && kill -9 "${kids[2 + RANDOM % (${#kids[@]} - 2)]}" 2>/dev/null || true
+		sleep 0.$((RANDOM % 5 + 3))
+	done
+	wait "$pid" && status=0 || status=$?
+	output=$(cat "$out")
+	[ "$status" -ne 124 ]
+	no_tear
+}
