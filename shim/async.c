@@ -684,22 +684,28 @@ static bool aio_len(const struct iocb *io, uint64_t *len)
 }
 
 /*
- * An append's iocb, as the shim rewrote it (the tail's offset, made
- * positional with RWF_NOAPPEND), is left so: from the moment the kernel
- * has it the application may reap it and reuse the iocb, and any store of
- * the shim's would land in its next request.  A mark keeps what the
- * application had written, to know the iocb again if it is submitted
- * unchanged — as an append again, not a write at the last one's offset.
- * Marks live in a table by iocb address, under async_lock.
+ * What the shim writes in an iocb — an append's offset from the tail,
+ * made positional with RWF_NOAPPEND; fdatasync made fsync when the EOF
+ * record must reach the disk — it writes before the kernel reads it, and
+ * leaves there: from that moment the application may reap it and reuse
+ * the iocb, and any later store would land in its next request.  A mark
+ * per appending iocb keeps what the application had written; when the
+ * iocb comes back with the shim's RWF_NOAPPEND still in it (not prepared
+ * anew), io_submit takes it out (RWF_APPEND back, if it was there), and
+ * gives back the offset unless the application changed it, before
+ * anything else looks.  An fsync left
+ * for an fdatasync stays one (a stronger sync).  Under async_lock.
  */
 struct aio_mark {
 	uintptr_t iocb; /* 0: free */
 	long long off, app_off;
 	unsigned flags, app_flags;
+	short app_opcode; /* aio_submit_some's own copy only */
 };
 
 #define AIO_MARKS 65536u
 static struct aio_mark *aio_marks;
+static _Atomic bool aio_marked; /* a mark was ever made */
 
 static struct aio_mark *aio_mark_slot(const struct iocb *io, bool make)
 {
@@ -718,25 +724,63 @@ static struct aio_mark *aio_mark_slot(const struct iocb *io, bool make)
 			return &aio_marks[(h + i) % AIO_MARKS];
 	if (!make)
 		return NULL;
-	log_once("more than %u iocbs appended through: an unchanged one "
-		 "submitted again may be taken as a write at its last offset",
-		 AIO_MARKS);
+	log_once("more than %u iocbs rewritten: an unchanged one submitted "
+		 "again may keep the shim's offset", AIO_MARKS);
 	return &aio_marks[h];
 }
 
-/* The offset and flags the application gave io. */
-static void aio_app_view(const struct iocb *io, long long *off,
-			 unsigned *flags)
+/* io was rewritten from app (its offset, flags and opcode): mark it. */
+static void aio_mark(struct iocb *io, const struct aio_mark *app)
 {
-	struct aio_mark *m;
+	struct aio_mark *m = aio_mark_slot(io, true);
 
-	*off = io->u.c.offset;
-	*flags = io->aio_rw_flags;
-	if (!(*flags & RWF_NOAPPEND) || !(m = aio_mark_slot(io, false)) ||
-	    m->off != *off || m->flags != *flags)
+	if (!m)
 		return;
-	*off = m->app_off;
-	*flags = m->app_flags;
+	m->iocb = (uintptr_t)io;
+	m->off = io->u.c.offset;
+	m->flags = io->aio_rw_flags;
+	m->app_off = app->app_off;
+	m->app_flags = app->app_flags;
+	atomic_store_explicit(&aio_marked, true, memory_order_relaxed);
+}
+
+/* Give every marked iocb of iocbs[0, nr) its application fields back
+ * where the shim's are still there; readable pointers only (the kernel
+ * answers EFAULT for the rest). */
+static void aio_unmark(long nr, struct iocb **iocbs)
+{
+	struct iocb *ptr[64];
+	int busy = io_busy;
+	long base, i, n;
+
+	io_busy = 1;
+	pthread_mutex_lock(&async_lock);
+	for (base = 0; base < nr; base += n) {
+		n = nr - base < 64 ? nr - base : 64;
+		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
+			break;
+		for (i = 0; i < n; i++) {
+			struct aio_mark *m = aio_mark_slot(ptr[i], false);
+			struct iocb *io = ptr[i];
+
+			if (!m)
+				continue;
+			/* The shim's RWF_NOAPPEND still there: the
+			 * application did not prepare it anew (nor would it
+			 * set RWF_NOAPPEND on an iocb it appends with); any
+			 * other flag it added stays. */
+			if (io->aio_rw_flags & RWF_NOAPPEND) {
+				io->aio_rw_flags = (io->aio_rw_flags &
+						    ~RWF_NOAPPEND) |
+						   (m->app_flags & RWF_APPEND_);
+				if (io->u.c.offset == m->off)
+					io->u.c.offset = m->app_off;
+			}
+			m->iocb = 0;
+		}
+	}
+	pthread_mutex_unlock(&async_lock);
+	io_busy = busy;
 }
 
 /* Submit iocbs[0, n) (at most BATCH_FILES files): the shim's part. */
@@ -744,7 +788,6 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 {
 	struct aio_mark app[64];
 	struct aop *ops[64];
-	int syncs[64], nsync = 0;
 	struct aring *r;
 	struct batch b;
 	long i, take = n;
@@ -762,46 +805,40 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		ring_scan(r);
 	for (i = 0; i < take; i++) {
 		struct iocb *io = iocbs[i];
-		struct aio_mark *m;
 		uint64_t len;
 		bool append;
 
 		ops[i] = NULL;
+		app[i].iocb = 0;
+		app[i].app_off = io->u.c.offset;
+		app[i].app_flags = io->aio_rw_flags;
+		app[i].app_opcode = io->aio_lio_opcode;
 		if (!r)
 			continue;
-		if (io->aio_lio_opcode == IO_CMD_FDSYNC &&
-		    prepare_sync(io->aio_fildes, true)) {
-			/* The record must reach the disk, which fdatasync
-			 * does not promise on ext4: a full fsync of the
-			 * shim's own first, the iocb as it is. */
-			syncs[nsync++] = io->aio_fildes;
+		if (io->aio_lio_opcode == IO_CMD_FSYNC ||
+		    io->aio_lio_opcode == IO_CMD_FDSYNC) {
+			if (prepare_sync(io->aio_fildes, io->aio_lio_opcode ==
+								 IO_CMD_FDSYNC)) {
+				/* left so: submitted again, a stronger sync */
+				io->aio_lio_opcode = IO_CMD_FSYNC;
+				app[i].iocb = (uintptr_t)io;
+			}
 			continue;
 		}
-		if (io->aio_lio_opcode == IO_CMD_FSYNC) {
-			prepare_sync(io->aio_fildes, false);
-			continue;
-		}
-		if (!aio_is_write(io) || !aio_len(io, &len))
-			continue;
-		aio_app_view(io, &app[i].app_off, &app[i].app_flags);
-		if (!(app[i].app_flags & RWF_APPEND_) && app[i].app_off < 0)
+		if (!aio_is_write(io) || !aio_len(io, &len) ||
+		    (!(io->aio_rw_flags & RWF_APPEND_) &&
+		     io->u.c.offset < 0))
 			continue;
 		ops[i] = prepare_write(&b, r, io->aio_fildes,
 				       (uint64_t)(uintptr_t)io,
-				       (uint64_t)app[i].app_off, len,
-				       (int)app[i].app_flags, &append);
+				       (uint64_t)io->u.c.offset, len,
+				       (int)io->aio_rw_flags, &append);
 		if (ops[i] && append) {
 			io->u.c.offset = (long long)ops[i]->off;
-			io->aio_rw_flags = (app[i].app_flags & ~RWF_APPEND_) |
+			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
 					   RWF_NOAPPEND;
-			m = aio_mark_slot(io, true);
-			if (m) {
-				m->iocb = (uintptr_t)io;
-				m->off = io->u.c.offset;
-				m->flags = io->aio_rw_flags;
-				m->app_off = app[i].app_off;
-				m->app_flags = app[i].app_flags;
-			}
+			app[i].iocb = (uintptr_t)io;
+			aio_mark(io, &app[i]);
 		}
 		/* A batch full of files: submit what is ready first. */
 		if (b.n == BATCH_FILES) {
@@ -811,26 +848,27 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	}
 	pthread_mutex_unlock(&async_lock);
 
-	for (i = 0; i < nsync; i++)
-		syscall(SYS_fsync, syncs[i]);
 	ret = lazy_io_submit()(ctx, take, iocbs);
 
 	pthread_mutex_lock(&async_lock);
 	/* What the kernel did not take is still the application's alone,
-	 * and unseen by it: give it back as it was.  The rest stays as the
-	 * kernel read it (the marks above). */
-	for (i = ret > 0 ? ret : 0; i < take; i++) {
-		if (!ops[i])
-			continue;
-		if (ops[i]->kind == AOP_APPEND) {
-			struct aio_mark *m = aio_mark_slot(iocbs[i], false);
+	 * and unseen by it: give it back as it was, the last first (each
+	 * append's range back to the tail, which then ends where the taken
+	 * ones do).  The rest stays as the kernel read it (the marks). */
+	for (i = take - 1; i >= (ret > 0 ? ret : 0); i--) {
+		struct iocb *io = iocbs[i];
 
-			iocbs[i]->u.c.offset = app[i].app_off;
-			iocbs[i]->aio_rw_flags = app[i].app_flags;
+		if (app[i].iocb) {
+			struct aio_mark *m = aio_mark_slot(io, false);
+
+			io->u.c.offset = app[i].app_off;
+			io->aio_rw_flags = app[i].app_flags;
+			io->aio_lio_opcode = app[i].app_opcode;
 			if (m)
 				m->iocb = 0;
 		}
-		unprepare(r, ops[i]);
+		if (ops[i])
+			unprepare(r, ops[i]);
 	}
 	pthread_mutex_unlock(&async_lock);
 	batch_end(&b);
@@ -886,6 +924,10 @@ EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 {
 	long done = 0;
 
+	/* The application's own fields first, whatever follows. */
+	if (nr > 0 && atomic_load_explicit(&aio_marked, memory_order_relaxed) &&
+	    shim_active())
+		aio_unmark(nr, iocbs);
 	/* Arguments the kernel refuses (EINVAL, EFAULT) are its to refuse;
 	 * a batch with nothing for the shim goes straight through. */
 	if (nr <= 0 || !shim_active() || hint_surely_dead() ||

@@ -56,14 +56,16 @@ static void entry_set(int fd, struct ofd *o)
  * inside the shim, where fdt_lock may be held by the very thread the
  * handler runs on.  The entry goes at once, lock-free, so that the number,
  * reused for a socket or a pipe, is never taken for the file; the
- * reference is put later, under fdt_lock, through a copy of the descriptor
- * taken before the close (the last one out trims through it).
+ * reference is put later, under fdt_lock, with no descriptor: a copy of
+ * the application's would keep its open file description (a flock) alive,
+ * and closing it would drop the process's POSIX locks on the file.  The
+ * last one out then cannot cut the reserved tail; the next user, or
+ * `dioshim gc`, does.
  */
 #define LATE_PUTS 64
 enum { LATE_FREE, LATE_FILLING, LATE_READY };
 static struct late_put {
 	_Atomic int state;
-	int fd;
 	struct ofd *o;
 } late[LATE_PUTS];
 static _Atomic unsigned late_pending;
@@ -83,9 +85,7 @@ static void fdt_lock_take(void)
 	for (i = 0; i < LATE_PUTS; i++) {
 		if (atomic_load(&late[i].state) != LATE_READY)
 			continue;
-		ofd_put(late[i].o, late[i].fd);
-		if (late[i].fd >= 0)
-			sys_close(late[i].fd);
+		ofd_put(late[i].o, -1);
 		atomic_store(&late[i].state, LATE_FREE);
 		atomic_fetch_sub(&late_pending, 1);
 	}
@@ -95,7 +95,7 @@ void fdtable_close_reentrant(int fd)
 {
 	struct ofd *o = entry_get(fd);
 	fd_entry *c;
-	int i, copy;
+	int i;
 
 	if (!o || (unsigned)fd >= FDT_MAX)
 		return;
@@ -104,7 +104,6 @@ void fdtable_close_reentrant(int fd)
 			  &c[(unsigned)fd & (FDT_CHUNK - 1)], &o, NULL) ||
 	    o == OFD_PASS)
 		return;
-	copy = fd_out_of_the_way(fd);
 	for (i = 0; i < LATE_PUTS; i++) {
 		int free_ = LATE_FREE;
 
@@ -112,16 +111,12 @@ void fdtable_close_reentrant(int fd)
 						    LATE_FILLING))
 			continue;
 		late[i].o = o;
-		late[i].fd = copy;
 		atomic_store(&late[i].state, LATE_READY);
 		atomic_fetch_add(&late_pending, 1);
 		return;
 	}
 	/* No room: the description stays attached until the process ends
-	 * (its reference is never put), which keeps every rule; only the
-	 * tail is cut later. */
-	if (copy >= 0)
-		sys_close(copy);
+	 * (its reference is never put), which keeps every rule. */
 }
 
 static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,

@@ -294,7 +294,7 @@ bool barrier_raise(struct shim_file *f)
 	return barrier_raise_fd(f, -1);
 }
 
-bool barrier_raise_fd(struct shim_file *f, int fd)
+static bool barrier_up(struct shim_file *f, int fd, bool size_change)
 {
 	struct dioshim_seg *seg = f->seg;
 	bool recovered;
@@ -331,11 +331,22 @@ bool barrier_raise_fd(struct shim_file *f, int fd)
 	/* Asynchronous writes submitted before now complete, in the kernel,
 	 * before the size change (which waits for direct I/O): reaped
 	 * later, they must not move the size it sets. */
-	atomic_fetch_add(&seg->epoch, 1);
+	if (size_change)
+		atomic_fetch_add(&seg->epoch, 1);
 	if (f->slot >= 0)
 		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
 					  memory_order_relaxed);
 	return true;
+}
+
+bool barrier_raise_fd(struct shim_file *f, int fd)
+{
+	return barrier_up(f, fd, true);
+}
+
+bool barrier_raise_write(struct shim_file *f, int fd)
+{
+	return barrier_up(f, fd, false);
 }
 
 void barrier_lower(struct shim_file *f)

@@ -46,6 +46,9 @@ static inline void inflight_exit(struct dioshim_shard *sh)
  * words wait for a repair, as for inflight_enter_fd). */
 bool barrier_raise_fd(struct shim_file *f, int fd);
 bool barrier_raise(struct shim_file *f);
+/* The same for a write that must go alone, which changes no size behind
+ * the asynchronous writes in flight: their completions still count. */
+bool barrier_raise_write(struct shim_file *f, int fd);
 void barrier_lower(struct shim_file *f);
 
 /* The raiser is about to change the kernel's size: until barrier_lower,

@@ -43,14 +43,21 @@ static int lib_ready;
 static int lib_exiting;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
+/* fork holds the table's lock from prepare to parent/child: a signal
+ * handler's close meanwhile must not wait for it (forget_fd). */
+static __thread int fork_busy __attribute__((tls_model("initial-exec")));
+
 static void atfork_prepare(void)
 {
+	fork_busy = io_busy;
+	io_busy = 1;
 	fdtable_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
 	fdtable_atfork_parent();
+	io_busy = fork_busy;
 }
 
 /* Our pid, as of the load or the last fork: a vfork child sees its
@@ -63,6 +70,7 @@ static void atfork_child(void)
 			 __ATOMIC_RELAXED);
 	async_atfork_child();
 	fdtable_atfork_child();
+	io_busy = fork_busy;
 }
 
 static void lib_init_once(void)

@@ -342,12 +342,13 @@ static bool append_certain(struct shim_file *f, uint32_t flags,
 static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 			    const struct io_req *r, bool positional, int *err)
 {
+	struct dioshim_shard *sh;
 	struct dioshim_seg *seg;
 	bool locked, recovered;
 	uint64_t off, done;
 	ssize_t ret;
 
-	if (!barrier_raise_fd(f, r->fd)) {
+	if (f->slot < 0 || !barrier_raise_write(f, r->fd)) {
 		/* The file is exact (or the barrier unusable): the kernel
 		 * places it, one append at a time among the segment's. */
 		seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
@@ -358,6 +359,11 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 		return ret;
 	}
 	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
+	/* Counted in flight behind its own barrier (no one else enters):
+	 * killed half way, it is a dead writer in flight, which the appends
+	 * after it wait for only so long. */
+	sh = inflight_shard(f);
+	atomic_fetch_add_explicit(&sh->inflight, 1, memory_order_acq_rel);
 	locked = seg_lock(&seg->ext_lock, &recovered);
 	if (!positional)
 		atomic_fetch_add(&o->appending, 1);
@@ -365,9 +371,7 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	ret = real_write_at(r, off);
 	*err = errno;
 	done = off + (ret > 0 ? (uint64_t)ret : 0);
-	if (done > off && f->slot >= 0) {
-		struct dioshim_shard *sh = inflight_shard(f);
-
+	if (done > off) {
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
 		stat_add(&sh->appends, 1);
@@ -377,6 +381,7 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 		reserve_exact_done(f, r->fd); /* phys: what the kernel made */
 	if (done > off)
 		eof_publish_in_order(seg, off, done);
+	inflight_exit(sh);
 	barrier_lower(f);
 	if (!positional)
 		append_done_position(o, r->fd, ret, done);
@@ -427,9 +432,20 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	if (reentrant)
 		return io_write_reentrant(o, r, append, len);
 
+	/* Completions reaped since: an append goes after them. */
+	if (append)
+		async_settle();
 	guard_enter(&g, true);
-	if (append && !nowait && !append_certain(f, flags, r, len)) {
-		ret = append_alone(o, f, r, positional, &err);
+	if (append && !append_certain(f, flags, r, len) &&
+	    !atomic_load_explicit(&seg->exact, memory_order_relaxed)) {
+		if (nowait) {
+			/* Going alone waits for the file's writes: that is
+			 * what RWF_NOWAIT says no to. */
+			ret = -1;
+			err = EAGAIN;
+		} else {
+			ret = append_alone(o, f, r, positional, &err);
+		}
 		goto out_unlock;
 	}
 	if (pos_locked)

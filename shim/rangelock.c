@@ -129,11 +129,32 @@ static bool reclaim_dead(uint64_t key, struct dioshim_stripe *s,
 	return true;
 }
 
+/* One round of waiting on s while *w holds v: a pause for the first
+ * rounds, then a sleep on the stripe's count (*start set when sleeping
+ * begins).  False while it only spins. */
+static bool stripe_pause(struct dioshim_stripe *s, _Atomic uint64_t *w,
+			 uint64_t v, unsigned *spins, uint64_t *start)
+{
+	uint32_t seq;
+
+	if (++*spins < 64) {
+		__builtin_ia32_pause();
+		return false;
+	}
+	if (!*start)
+		*start = now_ns();
+	seq = atomic_load(&s->seq);
+	atomic_fetch_add(&s->waiters, 1);
+	if (atomic_load(w) == v)
+		futex_wait(&s->seq, seq);
+	atomic_fetch_sub(&s->waiters, 1);
+	return true;
+}
+
 static void stripe_lock(uint64_t key, struct dioshim_stripe *s, uint64_t me,
 			uint64_t pidns)
 {
 	uint64_t start = 0, free_word;
-	uint32_t seq;
 	unsigned spins = 0;
 
 	for (;;) {
@@ -146,17 +167,9 @@ static void stripe_lock(uint64_t key, struct dioshim_stripe *s, uint64_t me,
 						  memory_order_acq_rel);
 			return;
 		}
-		if (++spins < 64) {
-			__builtin_ia32_pause();
+		if (!stripe_pause(s, &s->writer.pid_start, free_word, &spins,
+				  &start))
 			continue;
-		}
-		if (!start)
-			start = now_ns();
-		seq = atomic_load(&s->seq);
-		atomic_fetch_add(&s->waiters, 1);
-		if (atomic_load(&s->writer.pid_start))
-			futex_wait(&s->seq, seq);
-		atomic_fetch_sub(&s->waiters, 1);
 		if (now_ns() - start > STRIPE_PATIENCE_NS) {
 			if (reclaim_dead(key, s,
 					 atomic_load(&s->writer.pid_start),
@@ -212,21 +225,11 @@ static void gate_wait(uint64_t key, struct dioshim_stripe *s)
 {
 	uint64_t start = 0, g, waited;
 	unsigned spins = 0;
-	uint32_t seq;
 
 	while ((g = atomic_load_explicit(&s->gate.pid_start,
 					 memory_order_acquire))) {
-		if (++spins < 64) {
-			__builtin_ia32_pause();
+		if (!stripe_pause(s, &s->gate.pid_start, g, &spins, &start))
 			continue;
-		}
-		if (!start)
-			start = now_ns();
-		seq = atomic_load(&s->seq);
-		atomic_fetch_add(&s->waiters, 1);
-		if (atomic_load(&s->gate.pid_start) == g)
-			futex_wait(&s->seq, seq);
-		atomic_fetch_sub(&s->waiters, 1);
 		waited = now_ns() - start;
 		if (waited > GATE_PATIENCE_NS ||
 		    (waited > STRIPE_PATIENCE_NS &&

@@ -539,7 +539,7 @@ static pthread_mutex_t lifeline_lock = PTHREAD_MUTEX_INITIALIZER;
  * (the lowest free ones): from 512 up, or from half the descriptor limit
  * when that is lower; -1 if there is no room.
  */
-int fd_out_of_the_way(int fd)
+static int lifeline_move(int fd)
 {
 	struct rlimit rl;
 	long from = 512;
@@ -554,7 +554,7 @@ int fd_out_of_the_way(int fd)
  * is no room. */
 static int lifeline_moved(int fd)
 {
-	int hi = fd_out_of_the_way(fd);
+	int hi = lifeline_move(fd);
 
 	if (hi < 0)
 		return fd;
@@ -663,7 +663,7 @@ void lifeline_evict(int fd)
 	for (i = 0; i < lifeline_n; i++) {
 		if (lifelines[i].fd != fd)
 			continue;
-		to = fd_out_of_the_way(fd);
+		to = lifeline_move(fd);
 		if (to < 0 || to == fd)
 			to = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
 		if (to >= 0) {

@@ -115,10 +115,6 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known);
 /* Whether fd is one of the shim's own lifeline descriptors, which the
  * program's closes must leave open. */
 bool lifeline_owns_fd(int fd);
-/* A copy of fd (close-on-exec) out of the way of the numbers a program
- * picks for itself: from 512 up, or from half the descriptor limit when
- * that is lower; -1 if there is no room.  Async-signal-safe. */
-int fd_out_of_the_way(int fd);
 /* The program wants fd, a lifeline's number (dup2 onto it): move the
  * lifeline to another number. */
 void lifeline_evict(int fd);

@@ -255,3 +255,17 @@ field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 	[ "$status" -eq 0 ]
 	rm -f "$F" "$F.k" "$F.log" "$F.klog"
 }
+
+@test "libaio: an iocb the shim rewrote, submitted again changed or not, a refused one in a batch, a refused append beside one in flight: as the kernel alone" {
+	local c want
+	for c in off setfl nowait batch epoch; do
+		want=$(noshim "$HELPERS/aioedges" $c "$F.k")
+		run shim "$HELPERS/aioedges" $c "$F"
+		echo "$c: kernel alone: $want"
+		echo "$c: under the shim: $output"
+		[ "$status" -eq 0 ]
+		[ "$output" = "$want" ]
+		[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
+	done
+	rm -f "$F" "$F.k"
+}

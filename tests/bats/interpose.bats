@@ -1094,4 +1094,10 @@ stat %1/n'
 	echo "under the shim: $output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *" bad=0" ]]
+	# The same while the thread is inside fork(), whose handlers hold the
+	# shim's table: no hang.
+	run timeout 120 "$DIOSHIM" "$HELPERS/sigclose" "$W/s" 300 fork
+	echo "under the shim, forking: $output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" bad=0" ]]
 }

@@ -61,37 +61,37 @@ no_tear() {
 	no_tear
 }
 
-@test "kill -9 of writer processes in the middle of wide writes: the others go on, nothing hangs" {
-	local out=$BATS_TEST_TMPDIR/out pid kids
-	shim "$HELPERS/tearcheck" wide "$F" 5 6 2 procs >"$out" &
+# tear_killing FIRST COUNT ARGS...: tearcheck ARGS (with procs) under the
+# shim in the background; three times as it runs, kill -9 one of its
+# processes FIRST .. FIRST+COUNT-1 (in the order it forks them: writers,
+# then readers).  $status and $output as `run` sets them.
+tear_killing() {
+	local first=$1 count=$2 out=$BATS_TEST_TMPDIR/out pid kids
+	shift 2
+	shim "$HELPERS/tearcheck" "$@" >"$out" &
 	pid=$!
 	sleep 1
 	for _ in 1 2 3; do
-		mapfile -t kids < <(pgrep -P "$(pgrep -P "$pid" | head -1)" || true)
-		[ ${#kids[@]} -gt 2 ] && kill -9 "${kids[RANDOM % 3]}" 2>/dev/null || true
+		mapfile -t kids < <(pgrep -P "$(pgrep -P "$pid" | head -1)" | sort -n || true)
+		[ ${#kids[@]} -ge $((first + count)) ] &&
+			kill -9 "${kids[first + RANDOM % count]}" 2>/dev/null || true
 		sleep 0.$((RANDOM % 5 + 3))
 	done
 	# timeout (in shim) would end a hang with 124.
 	wait "$pid" && status=0 || status=$?
 	output=$(cat "$out")
+}
+
+@test "kill -9 of writer processes in the middle of wide writes: the others go on, nothing hangs" {
+	tear_killing 0 3 wide "$F" 5 6 2 procs
 	[ "$status" -ne 124 ]
 	no_tear
 }
 
 @test "kill -9 of reader processes that made writers wait for them: the writers go on, nothing hangs, nothing tears" {
-	local out=$BATS_TEST_TMPDIR/out pid kids w1 w2
-	# 2 writers, then 4 readers (forked in that order): the readers keep
-	# meeting the writers, so they hold gates most of the time.
-	shim "$HELPERS/tearcheck" whole "$F" 6 2 4 procs >"$out" &
-	pid=$!
-	sleep 1
-	for _ in 1 2 3; do
-		mapfile -t kids < <(pgrep -P "$(pgrep -P "$pid" | head -1)" | sort -n || true)
-		[ ${#kids[@]} -gt 3 ] && kill -9 "${kids[2 + RANDOM % (${#kids[@]} - 2)]}" 2>/dev/null || true
-		sleep 0.$((RANDOM % 5 + 3))
-	done
-	wait "$pid" && status=0 || status=$?
-	output=$(cat "$out")
+	# 2 writers, then 4 readers: the readers keep meeting the writers, so
+	# they hold gates most of the time.
+	tear_killing 2 4 whole "$F" 6 2 4 procs
 	[ "$status" -ne 124 ]
 	no_tear
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * sigclose DIR ROUNDS: a signal handler closes a file while its thread is
- * inside a write, and the number is reused at once for a socket.
+ * sigclose DIR ROUNDS [fork]: a signal handler closes a file while its
+ * thread is inside a write (with "fork": inside fork(), whose handlers
+ * hold the shim's fd table), and the number is reused at once for a
+ * socket.
  *
  * Each round opens DIR/b (O_RDWR|O_DIRECT), then writes 4 KiB blocks to
  * DIR/a (O_DIRECT) while an interval timer fires every 200 us; the first
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BS 4096
@@ -44,8 +47,9 @@ int main(int argc, char **argv)
 	struct itimerval it = { { 0, 200 }, { 0, 200 } };
 	char a_path[4096], b_path[4096], *buf, *in;
 	int rounds, r, reused = 0, bad = 0, a;
+	int forking = argc == 4 && !strcmp(argv[3], "fork");
 
-	if (argc != 3 || posix_memalign((void **)&buf, BS, BS) ||
+	if (argc < 3 || posix_memalign((void **)&buf, BS, BS) ||
 	    posix_memalign((void **)&in, BS, BS))
 		return 2;
 	rounds = atoi(argv[2]);
@@ -71,12 +75,22 @@ int main(int argc, char **argv)
 		victim = b;
 		closed = 0;
 		armed = 1;
-		for (k = 0; !closed; k++)
+		for (k = 0; !closed; k++) {
+			if (forking) {
+				pid_t kid = fork();
+
+				if (kid == 0)
+					_exit(0);
+				if (kid > 0)
+					waitpid(kid, NULL, 0);
+				continue;
+			}
 			if (pwrite(a, buf, BS, (off_t)(k % 256) * BS) != BS &&
 			    errno != EINTR) {
 				perror("pwrite");
 				return 2;
 			}
+		}
 		armed = 0;
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, s))
 			return 2;
