@@ -58,6 +58,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -1132,7 +1133,8 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
  * Before the real submit: rewrite and track the queued entries
  * [sqe_head, sqe_tail), which the kernel sees only when the submit call
  * publishes them.  A write whose completion is skipped on success
- * (IOSQE_CQE_SKIP_SUCCESS) is taken as done at submission.
+ * (IOSQE_CQE_SKIP_SUCCESS) was made by uring_write_skipped, unless it is
+ * inside a chain: that one is taken as done at submission.
  */
 static void uring_prepare(struct batch *b, struct io_uring *ring,
 			  struct aring *r)
@@ -1172,13 +1174,113 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 				      RWF_NOAPPEND;
 		}
 		if (s->flags & IOSQE_CQE_SKIP_SUCCESS) {
+			/* in a chain (uring_write_skipped): nothing will
+			 * say when it is done */
 			struct aop *p, *prev = NULL;
+
+			log_once("a write in a chain skips its completion: "
+				 "its size is taken at submission");
 
 			for (p = r->ops; p != a; prev = p, p = p->next)
 				;
 			aop_unlink(r, prev, a);
 			aop_finish(a, (int64_t)(a->end - a->off));
 		}
+	}
+}
+
+#ifndef IORING_NOP_INJECT_RESULT
+#define IORING_NOP_INJECT_RESULT (1U << 0)
+#endif
+
+/* Whether the kernel's NOP can give a result of our choosing (Linux
+ * 6.10): else it would answer EINVAL for a write that was made. */
+static bool nop_injects(void)
+{
+	static int known; /* 0 unknown, 1 yes, 2 no */
+	struct utsname u;
+	unsigned long maj, min;
+	char *end;
+
+	if (!known) {
+		known = 2;
+		if (uname(&u) == 0) {
+			maj = strtoul(u.release, &end, 10);
+			min = *end == '.' ? strtoul(end + 1, NULL, 10) : 0;
+			if (maj > 6 || (maj == 6 && min >= 10))
+				known = 1;
+		}
+	}
+	return known == 1;
+}
+
+/*
+ * A write whose completion is skipped on success (IOSQE_CQE_SKIP_SUCCESS)
+ * never says when it is done, so no size could follow it.  It is made
+ * here, through the shim's own write path, before the queue goes to the
+ * kernel (the unlinked entries of one submission run in any order), and
+ * its entry becomes a NOP that gives the write's result: nothing when it
+ * succeeded, the same completion when it failed, the same broken chain
+ * when it heads one.  Outside any batch: the write may raise a barrier.
+ * An entry inside a chain, or one that drains, cannot go ahead of the
+ * rest: uring_prepare takes it as done at submission (log_once).
+ */
+static void uring_write_skipped(struct io_uring *ring)
+{
+	bool chained = false;
+	unsigned i;
+
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		struct io_uring_sqe *s = uring_sqe(ring, i);
+		bool inside = chained;
+		struct iovec one;
+		struct io_req req;
+		struct ofd *o = NULL;
+		struct shim_file *f;
+		int fd, busy, saved;
+		ssize_t ret;
+
+		chained = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
+		if (!(s->flags & IOSQE_CQE_SKIP_SUCCESS) ||
+		    !uring_is_write(s->opcode) || inside ||
+		    (s->flags & (IOSQE_IO_DRAIN | IOSQE_BUFFER_SELECT)) ||
+		    !nop_injects())
+			continue;
+		busy = io_busy;
+		io_busy = 1;
+		pthread_mutex_lock(&async_lock);
+		fd = uring_fd(ring_find(RING_URING, (uintptr_t)ring), s);
+		pthread_mutex_unlock(&async_lock);
+		f = fd >= 0 ? served_writer(fd, &o) : NULL;
+		io_busy = busy;
+		if (!f)
+			continue;
+		req.kind = IO_PV2;
+		req.fd = fd;
+		req.off = (off_t)s->off;
+		req.rwf = (int)s->rw_flags;
+		if (s->opcode == IORING_OP_WRITEV) {
+			req.iov = (const struct iovec *)(uintptr_t)s->addr;
+			req.iovcnt = (int)s->len;
+		} else {
+			one.iov_base = (void *)(uintptr_t)s->addr;
+			one.iov_len = s->len;
+			req.iov = &one;
+			req.iovcnt = 1;
+		}
+		saved = errno;
+		ret = io_write(o, &req, false);
+		if (ret < 0)
+			ret = -errno;
+		errno = saved;
+		s->opcode = IORING_OP_NOP;
+		s->flags &= (__u8)~IOSQE_FIXED_FILE;
+		s->fd = -1;
+		s->off = 0;
+		s->addr = 0;
+		s->rw_flags = IORING_NOP_INJECT_RESULT;
+		s->len = (__u32)(int32_t)ret;
+		s->buf_index = 0;
 	}
 }
 
@@ -1195,6 +1297,7 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 		return false;
 	}
 	segment_exec_wait(); /* as in aio_submit_some */
+	uring_write_skipped(ring);
 	batch_begin(b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);

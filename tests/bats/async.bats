@@ -256,6 +256,22 @@ field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 	rm -f "$F" "$F.k" "$F.log" "$F.klog"
 }
 
+@test "liburing IOSQE_CQE_SKIP_SUCCESS writes: the completions, sizes and data of the kernel alone (issue 11, case 4)" {
+	run noshim "$HELPERS/uring_skip" "$F.k"
+	echo "kernel alone:"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local want=$output
+	run shim "$HELPERS/uring_skip" "$F"
+	echo "under the shim:"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$want" ]
+	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
+	cmp "$F" "$F.k"
+	rm -f "$F" "$F.k"
+}
+
 @test "libaio: an iocb the shim rewrote, submitted again changed or not, a refused one in a batch, a refused append beside one in flight: as the kernel alone" {
 	local c want
 	for c in off setfl nowait batch epoch; do
