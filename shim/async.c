@@ -1178,8 +1178,8 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			 * say when it is done */
 			struct aop *p, *prev = NULL;
 
-			log_once("a write in a chain skips its completion: "
-				 "its size is taken at submission");
+			log_once("a write that skips its completion goes as "
+				 "before: its size is taken at submission");
 
 			for (p = r->ops; p != a; prev = p, p = p->next)
 				;
@@ -1221,13 +1221,34 @@ static bool nop_injects(void)
  * kernel (the unlinked entries of one submission run in any order), and
  * its entry becomes a NOP that gives the write's result: nothing when it
  * succeeded, the same completion when it failed, the same broken chain
- * when it heads one.  Outside any batch: the write may raise a barrier.
- * An entry inside a chain, or one that drains, cannot go ahead of the
- * rest: uring_prepare takes it as done at submission (log_once).
+ * when it heads one (a short one completes: the kernel posts a short
+ * write whatever the flag).  Outside any batch: the write may raise a
+ * barrier.  An entry inside a chain, at or after a drain, not a plain
+ * write (uring_plain_write), or an append behind asynchronous writes in
+ * flight cannot go ahead: uring_prepare takes it as done at submission
+ * (log_once), as before.  Known gap: a short write heading a chain does
+ * not break it.
  */
+/* Whether the kernel would take s as the plain write the shim makes of
+ * it: the shim's write is made before the kernel checks the entry, so
+ * anything the kernel may refuse or do otherwise — another personality,
+ * a priority, a registered file or buffer (whose slot the shim may not
+ * know as the kernel does), integrity metadata, polled completion — keeps
+ * the entry as it is. */
+static bool uring_plain_write(const struct io_uring *ring,
+			      const struct io_uring_sqe *s)
+{
+	return (s->opcode == IORING_OP_WRITE ||
+		s->opcode == IORING_OP_WRITEV) &&
+	       !(s->flags & (IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT)) &&
+	       !s->personality && !s->ioprio && !s->buf_index &&
+	       !s->splice_fd_in && !s->addr3 && !s->__pad2[0] &&
+	       !(ring->flags & IORING_SETUP_IOPOLL);
+}
+
 static void uring_write_skipped(struct io_uring *ring)
 {
-	bool chained = false;
+	bool chained = false, drained = false;
 	unsigned i;
 
 	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
@@ -1238,22 +1259,30 @@ static void uring_write_skipped(struct io_uring *ring)
 		struct ofd *o = NULL;
 		struct shim_file *f;
 		int fd, busy, saved;
+		uint64_t len;
 		ssize_t ret;
 
 		chained = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
-		if (!(s->flags & IOSQE_CQE_SKIP_SUCCESS) ||
-		    !uring_is_write(s->opcode) || inside ||
-		    (s->flags & (IOSQE_IO_DRAIN | IOSQE_BUFFER_SELECT)) ||
+		/* Nothing after a drain may start before it is done. */
+		drained |= s->flags & IOSQE_IO_DRAIN;
+		if (!(s->flags & IOSQE_CQE_SKIP_SUCCESS) || inside || drained ||
+		    !uring_plain_write(ring, s) || !uring_len(s, &len) ||
 		    !nop_injects())
 			continue;
 		busy = io_busy;
 		io_busy = 1;
-		pthread_mutex_lock(&async_lock);
-		fd = uring_fd(ring_find(RING_URING, (uintptr_t)ring), s);
-		pthread_mutex_unlock(&async_lock);
-		f = fd >= 0 ? served_writer(fd, &o) : NULL;
+		f = served_writer(s->fd, &o);
 		io_busy = busy;
-		if (!f)
+		fd = s->fd;
+		/* An append behind one of the rings' still in flight would
+		 * wait for its publication, which only a reap brings: the
+		 * kernel alone just queues it. */
+		if (!f || (((atomic_load_explicit(&o->flags,
+						  memory_order_relaxed) &
+			     O_APPEND) ||
+			    (s->rw_flags & RWF_APPEND_)) &&
+			   !(s->rw_flags & RWF_NOAPPEND) &&
+			   async_in_flight(f->seg)))
 			continue;
 		req.kind = IO_PV2;
 		req.fd = fd;
@@ -1274,7 +1303,9 @@ static void uring_write_skipped(struct io_uring *ring)
 			ret = -errno;
 		errno = saved;
 		s->opcode = IORING_OP_NOP;
-		s->flags &= (__u8)~IOSQE_FIXED_FILE;
+		/* A short write completes even when success is skipped. */
+		if (ret >= 0 && (uint64_t)ret < len)
+			s->flags &= (__u8)~IOSQE_CQE_SKIP_SUCCESS;
 		s->fd = -1;
 		s->off = 0;
 		s->addr = 0;

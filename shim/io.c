@@ -312,7 +312,8 @@ static bool span_aligned(const void *base, size_t n, uint64_t mem,
 static bool append_certain(struct shim_file *f, uint32_t flags,
 			   const struct io_req *r, uint64_t len)
 {
-	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_APPEND;
+	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT |
+			  RWF_APPEND;
 	uint64_t mem = dio_mem_align(f), blk = dio_off_align(f);
 	int i;
 
@@ -570,7 +571,8 @@ out_unlock:
  * The read itself, never half of a write: read, then check that no write
  * touched the range meanwhile, else read again (a read that uses the file
  * position goes back to pos first).  A reader that keeps meeting writers
- * makes new ones wait for it.  From a signal handler: just read.
+ * makes new ones wait for it, and in the end locks the range.  From a
+ * signal handler: just read.
  */
 static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
 			  uint64_t pos, uint64_t len, bool positional,
@@ -593,7 +595,13 @@ static ssize_t read_whole(struct shim_file *f, const struct io_req *r,
 			break;
 		if (!positional)
 			sys_lseek(r->fd, (off_t)pos, SEEK_SET);
-		rangelock_read_retry(f, &rl);
+		if (rangelock_read_retry(f, &rl)) {
+			rangelock_write(f, pos, len, &rl);
+			ret = real_read_call(r);
+			*err = errno;
+			rangelock_write_done(f, &rl);
+			return ret;
+		}
 	}
 	rangelock_read_done(f, &rl);
 	return ret;

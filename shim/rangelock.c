@@ -39,7 +39,10 @@
 #include <unistd.h>
 
 #define STRIPE_PATIENCE_NS 20000000ull /* before asking if a holder lives */
-#define READ_TRIES 2 /* reads that met a writer, before gating */
+#define READ_TRIES 1 /* reads that met a writer, before gating */
+/* ... before locking the range like a writer: a read longer than the
+ * gate's patience would otherwise meet writers for ever. */
+#define READ_LOCK_TRIES 8
 /* How long a writer waits at a gate, whoever holds it: past that the gate
  * is void (its reader stopped, or slower than any read should be). */
 #define GATE_PATIENCE_NS 100000000ull
@@ -339,23 +342,30 @@ bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl)
 	return true;
 }
 
-void rangelock_read_retry(struct shim_file *f, struct rangelock *rl)
+bool rangelock_read_retry(struct shim_file *f, struct rangelock *rl)
 {
 	const struct owner_id *me = owner_self();
 	unsigned i;
 
 	if (!rl->active || tls_read_tries < READ_TRIES)
-		return;
+		return false;
+	if (tls_read_tries >= READ_LOCK_TRIES) {
+		tls_read_tries = 0;
+		rangelock_read_done(f, rl);
+		return true;
+	}
 	if (!rl->gating) {
 		memset(rl->gated, 0, sizeof(rl->gated));
 		rl->gating = true;
 	}
-	/* Each time round: a gate another reader held may be free now. */
+	/* Each time round: a gate another reader held may be free now, and
+	 * one of ours a writer found void is set again. */
 	for_each_stripe(rl, i) {
 		struct dioshim_stripe *s = &f->seg->stripe[i];
 		uint64_t none = 0;
 
-		if (rl->gated[i / 64] & (1ull << (i % 64)))
+		if (atomic_load_explicit(&s->gate.pid_start,
+					 memory_order_relaxed) == me->pid_start)
 			continue;
 		if (atomic_compare_exchange_strong(&s->gate.pid_start, &none,
 						   me->pid_start)) {
@@ -363,6 +373,7 @@ void rangelock_read_retry(struct shim_file *f, struct rangelock *rl)
 			rl->gated[i / 64] |= 1ull << (i % 64);
 		}
 	}
+	return false;
 }
 
 void rangelock_read_done(struct shim_file *f, struct rangelock *rl)

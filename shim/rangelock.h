@@ -42,9 +42,11 @@ bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl);
  * a few times, it asks the writers of its range to let it through — new
  * writers of a gated stripe wait before taking it, writers already in go
  * on — so that readers and writers both make progress.  Readers still
- * exclude nobody: two read at once.  rangelock_read_done ends it.
+ * exclude nobody: two read at once.  rangelock_read_done ends it.  True
+ * when even that did not do (a read longer than a gate holds): the gates
+ * are dropped, and the reader locks the range like a writer.
  */
-void rangelock_read_retry(struct shim_file *f, struct rangelock *rl);
+bool rangelock_read_retry(struct shim_file *f, struct rangelock *rl);
 void rangelock_read_done(struct shim_file *f, struct rangelock *rl);
 
 /* Geometry for a new segment, from the configuration. */

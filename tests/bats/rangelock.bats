@@ -61,6 +61,17 @@ no_tear() {
 	no_tear
 }
 
+@test "a read longer than writers wait at its gates (512 MiB on tmpfs) among writers of random blocks: reads complete, none torn" {
+	local d
+	# On tmpfs a direct read of 512 MiB takes longer than the 100 ms a
+	# writer waits at a reader's gate; the loop devices here are faster.
+	[ "$FS_TYPE" = ext4 ] || skip "runs once, on tmpfs (the ext4 suite's run)"
+	d=$(mktemp -d /dev/shm/dioshim-long.XXXXXX)
+	run env DIOSHIM_FS=tmpfs timeout 120 "$DIOSHIM" "$HELPERS/tearcheck" long "$d/f" 6 2 1
+	rm -rf "$d"
+	no_tear
+}
+
 # tear_killing FIRST COUNT ARGS...: tearcheck ARGS (with procs) under the
 # shim in the background; three times as it runs, kill -9 one of its
 # processes FIRST .. FIRST+COUNT-1 (in the order it forks them: writers,

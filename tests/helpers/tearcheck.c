@@ -15,6 +15,10 @@
  *   wide    every writer writes 256 KiB to 1 MiB at random 4 KiB-aligned
  *           offsets of an 8 MiB region (ranges that span many stripes),
  *           readers as in punch; the point is that nothing hangs
+ *   long    writers write random 4 KiB blocks of a 512 MiB file, readers
+ *           read all of it at once (a read longer than writers wait for
+ *           a reader): torn if a block holds two values; the point is
+ *           that reads complete
  *
  * "procs" makes every writer and reader a process with its own open file
  * description, instead of a thread.  Prints "reads=N torn=N writes=N" and
@@ -38,7 +42,10 @@
 #define MIB (1 << 20)
 #define BLK 4096
 
-enum mode { WHOLE, SUB, PUNCH, WIDE };
+enum mode { WHOLE, SUB, PUNCH, WIDE, LONG };
+
+/* LONG: the file and each read */
+#define LONG_SPAN ((size_t)512 * MIB)
 
 struct counts {
 	_Atomic long reads, torn, writes;
@@ -102,6 +109,10 @@ static void *writer(void *arg)
 			len = (size_t)(1 + rnd(&s) % 4) * 256 * 1024;
 			off = (off_t)(rnd(&s) % ((8 * MIB - len) / BLK)) * BLK;
 			break;
+		case LONG:
+			len = BLK;
+			off = (off_t)(rnd(&s) % (LONG_SPAN / BLK)) * BLK;
+			break;
 		}
 		memset(buf, val, len);
 		if (pwrite(fd, buf, len, off) != (ssize_t)len) {
@@ -129,13 +140,22 @@ static void *reader(void *arg)
 	uint64_t s = (uint64_t)(uintptr_t)arg * 104729 + 7;
 	int fd = fd_for();
 	unsigned char *buf;
+	size_t b;
 
-	if (fd < 0 || posix_memalign((void **)&buf, BLK, MIB))
+	if (fd < 0 || posix_memalign((void **)&buf, BLK,
+				     mode == LONG ? LONG_SPAN : MIB))
 		exit(2);
 	while (!atomic_load(&c->stop)) {
 		bool ok;
 
 		switch (mode) {
+		case LONG:
+			if (pread(fd, buf, LONG_SPAN, 0) != (ssize_t)LONG_SPAN)
+				exit(2);
+			ok = true;
+			for (b = 0; b < LONG_SPAN && ok; b += BLK)
+				ok = uniform(buf, b, b + BLK);
+			break;
 		case WHOLE:
 			if (pread(fd, buf, MIB, 0) != MIB)
 				exit(2);
@@ -177,6 +197,7 @@ int main(int argc, char **argv)
 	mode = !strcmp(argv[1], "whole") ? WHOLE
 	       : !strcmp(argv[1], "sub") ? SUB
 	       : !strcmp(argv[1], "punch") ? PUNCH
+	       : !strcmp(argv[1], "long")  ? LONG
 					   : WIDE;
 	path = argv[2];
 	secs = atoi(argv[3]);
@@ -192,7 +213,7 @@ int main(int argc, char **argv)
 	if (fd < 0 || posix_memalign((void **)&buf, BLK, MIB))
 		return 2;
 	memset(buf, 0xee, MIB);
-	for (i = 0; i < (mode == WIDE ? 8 : 1); i++)
+	for (i = 0; i < (mode == WIDE ? 8 : mode == LONG ? 512 : 1); i++)
 		if (pwrite(fd, buf, MIB, (off_t)i * MIB) != MIB)
 			return 2;
 	if (!procs)
