@@ -7,6 +7,7 @@
 #
 #   sudo bench/ab.sh ddc36b8
 #   sudo MODES="counter append" WRITERS=8 SECS=2 REPS=3 bench/ab.sh REV
+#   sudo MODES=overwrite bench/ab.sh REV   (random rewrites of a written file)
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 REV=${1:?usage: bench/ab.sh REV}
@@ -39,12 +40,19 @@ echo "| fs | workload | writers | kernel IOPS | $REV IOPS | this tree IOPS | new
 echo "|---|---|--:|--:|--:|--:|--:|---|"
 for fs in $FSTYPES; do
 	scratch_make "$fs" 2G >/dev/null
+	# overwrite: random 4 KiB rewrites of one written 256 MiB file,
+	# shared by every side and run (a rewrite leaves it as it was)
+	ow=$SCRATCH_MNT/ab.overwrite
+	[[ " $MODES " != *" overwrite "* ]] ||
+		dd if=/dev/zero of="$ow" bs=1M count=256 oflag=direct \
+			status=none conv=fsync
 	for mode in $MODES; do
 		for t in $WRITERS; do
 			declare -A iops=() cpu=()
 			for rep in $(seq "$REPS"); do
 				for side in kernel old new; do
 					f=$SCRATCH_MNT/ab.$side.$rep
+					[ "$mode" != overwrite ] || f=$ow
 					case $side in
 					kernel) run=(env -u LD_PRELOAD) ;;
 					old) run=("$OLD/build/dioshim") ;;
@@ -54,7 +62,7 @@ for fs in $FSTYPES; do
 						-t "$t" -s "$SECS" "$f")
 					iops[$side]+="$(field iops "$out") "
 					cpu[$side]+="$(field cpu_us_per_op "$out") "
-					rm -f "$f"
+					[ "$f" = "$ow" ] || rm -f "$f"
 				done
 			done
 			for side in kernel old new; do
