@@ -746,7 +746,7 @@ static void aio_mark(struct iocb *io, const struct aio_mark *app)
 }
 
 /* Give every marked iocb of iocbs[0, nr) its application fields back
- * where the shim's are still there; readable pointers only (the kernel
+ * where the shim's are still there; readable ones only (the kernel
  * answers EFAULT for the rest). */
 static void aio_unmark(long nr, struct iocb **iocbs)
 {
@@ -762,19 +762,20 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 			break;
 		for (i = 0; i < n; i++) {
 			struct aio_mark *m = aio_mark_slot(ptr[i], false);
-			struct iocb *io = ptr[i];
+			struct iocb *io = ptr[i], seen;
 
-			if (!m)
+			/* Not there any more: the kernel answers EFAULT. */
+			if (!m || !copy_in(&seen, io, sizeof(seen)))
 				continue;
 			/* The shim's RWF_NOAPPEND still there: the
 			 * application did not prepare it anew (nor would it
 			 * set RWF_NOAPPEND on an iocb it appends with); any
 			 * other flag it added stays. */
-			if (io->aio_rw_flags & RWF_NOAPPEND) {
-				io->aio_rw_flags = (io->aio_rw_flags &
+			if (seen.aio_rw_flags & RWF_NOAPPEND) {
+				io->aio_rw_flags = (seen.aio_rw_flags &
 						    ~RWF_NOAPPEND) |
 						   (m->app_flags & RWF_APPEND_);
-				if (io->u.c.offset == m->off)
+				if (seen.u.c.offset == m->off)
 					io->u.c.offset = m->app_off;
 			}
 			m->iocb = 0;
