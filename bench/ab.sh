@@ -32,9 +32,8 @@ export DIOSHIM_SHM_DIR=$SHM
 BENCH=$TOP/build/appendbench
 declare -A mi=() mc=()
 
-# field NAME LINE: the value of NAME= in appendbench's output line.
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=lib.sh
+source "$TOP/bench/lib.sh"
 
 echo "| fs | workload | writers | kernel IOPS | $REV IOPS | this tree IOPS | new/old | CPU µs/write kernel / $REV / this tree |"
 echo "|---|---|--:|--:|--:|--:|--:|---|"

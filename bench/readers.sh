@@ -27,8 +27,8 @@ make -s -C "$TOP" -j2 all "$TOP/build/tests/helpers/tearcheck" >/dev/null
 export DIOSHIM_SHM_DIR=$SHM
 TEAR=$TOP/build/tests/helpers/tearcheck
 
-field() { sed -n "s/.*\<$1=\([0-9]*\).*/\1/p" <<<"$2"; }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=lib.sh
+source "$TOP/bench/lib.sh"
 
 echo "| fs | writers | readers | kernel reads | dioshim reads | dioshim/kernel | kernel writes | dioshim writes | torn kernel / dioshim |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|---|"

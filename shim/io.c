@@ -281,6 +281,20 @@ static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
 	return ret;
 }
 
+/* A write the shim cannot serve (the file turned exact, or the barrier
+ * is unusable): as it is, an append one at a time among the segment's. */
+static ssize_t write_as_is(struct dioshim_seg *seg, const struct io_req *r,
+			   bool append, int *err)
+{
+	ssize_t ret;
+
+	if (append && atomic_load_explicit(&seg->exact, memory_order_relaxed))
+		return append_one_at_a_time(seg, r, err);
+	ret = real_write_call(r);
+	*err = errno;
+	return ret;
+}
+
 /* The alignment a direct write's offset and length need on f, and its
  * buffer's: what statx said, or 512 (the smallest any block device has). */
 static uint64_t dio_off_align(const struct shim_file *f)
@@ -349,16 +363,9 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	uint64_t off, done;
 	ssize_t ret;
 
-	if (f->slot < 0 || !barrier_raise_write(f, r->fd)) {
-		/* The file is exact (or the barrier unusable): the kernel
-		 * places it, one append at a time among the segment's. */
-		seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
-		if (atomic_load_explicit(&seg->exact, memory_order_relaxed))
-			return append_one_at_a_time(seg, r, err);
-		ret = real_write_call(r);
-		*err = errno;
-		return ret;
-	}
+	if (f->slot < 0 || !barrier_raise_write(f, r->fd))
+		return write_as_is(__atomic_load_n(&f->seg, __ATOMIC_ACQUIRE),
+				   r, true, err);
 	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
 	/* Counted in flight behind its own barrier (no one else enters):
 	 * killed half way, it is a dead writer in flight, which the appends
@@ -453,16 +460,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		pthread_mutex_lock(&o->pos_lock);
 	sh = inflight_enter_fd(f, r->fd);
 	if (!sh) {
-		/* The file turned exact, or the segment's barrier is
-		 * unusable: this write goes as is (an append one at a
-		 * time). */
-		if (append &&
-		    atomic_load_explicit(&seg->exact, memory_order_relaxed)) {
-			ret = append_one_at_a_time(seg, r, &err);
-		} else {
-			ret = real_write_call(r);
-			err = errno;
-		}
+		ret = write_as_is(seg, r, append, &err);
 		goto out_unlock;
 	}
 	/* After entering: an exec that failed in another thread may have
