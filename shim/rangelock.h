@@ -19,13 +19,19 @@ struct rangelock {
 	uint64_t bits[DIOSHIM_STRIPES / 64];
 	uint32_t seq[DIOSHIM_STRIPES]; /* readers: the counts seen */
 	uint64_t gated[DIOSHIM_STRIPES / 64]; /* readers: gates we hold */
+	uint64_t lo, hi; /* the range, rounded out to stripe blocks */
+	uint64_t wide_seen; /* readers: the wide ticket when they began */
+	int wide; /* a wide slot held: its index + 1 (else 0) */
 	bool active;
+	bool all; /* the range is as wide as the table */
 	bool gating; /* gated[] is in use */
 };
 
 /* Lock [off, off + len) exclusive for a write (rounded out to blocks).
- * Stripes are taken in ascending order, so two writers never deadlock.
- * False if the table is unusable (the write then goes unlocked). */
+ * Stripes are taken in ascending order, so two writers never deadlock; a
+ * range as wide as the table holds a wide slot instead, and locks only
+ * its range (every stripe if the slots are all taken).  False if the
+ * table is unusable (the write then goes unlocked). */
 bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 		     struct rangelock *rl);
 void rangelock_write_done(struct shim_file *f, struct rangelock *rl);

@@ -34,7 +34,7 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 2u
+#define DIOSHIM_LAYOUT_VERSION 3u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
@@ -49,6 +49,7 @@
 #define DIOSHIM_MAX_PROCS 4096
 #define DIOSHIM_SLOT_SHARDS 4 /* in-flight shards per process */
 #define DIOSHIM_STRIPES 512 /* extent-lock stripes (at most; see config) */
+#define DIOSHIM_WIDE_SLOTS 8 /* writes wider than the stripe table */
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 
@@ -140,6 +141,24 @@ struct dioshim_stripe {
 	/* a reader that kept meeting writers: new writers wait for it */
 	struct dioshim_owner gate;
 	uint64_t pad[3];
+} __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+/*
+ * A write as wide as the stripe table (it would take every stripe): it
+ * holds a slot with its range instead, so writes and reads of other
+ * ranges go on beside it.  Writers that take stripes look at the slots
+ * after taking them, and back off from one that overlaps; a wide writer
+ * waits for the stripes held when it came, and for the overlapping wide
+ * writers with a smaller ticket.
+ */
+struct dioshim_wide {
+	DIOSHIM_ATOMIC(uint32_t) seq; /* odd while held; futex for waiters */
+	DIOSHIM_ATOMIC(uint32_t) waiters; /* sleeping on seq */
+	struct dioshim_owner owner; /* 0: free; ~0: being freed */
+	DIOSHIM_ATOMIC(uint64_t) lo; /* [lo, hi): whole stripe blocks */
+	DIOSHIM_ATOMIC(uint64_t) hi;
+	DIOSHIM_ATOMIC(uint64_t) ticket; /* 0 while being taken */
+	uint64_t pad[2];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 struct dioshim_seg {
@@ -270,8 +289,10 @@ struct dioshim_seg {
 	 * DIOSHIM_STRIPES, DIOSHIM_STRIPE_SIZE): every user maps ranges alike */
 	uint32_t stripes __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint32_t stripe_shift; /* log2 of the stripe size, >= 9 */
-	uint64_t stripe_pad[7];
+	DIOSHIM_ATOMIC(uint64_t) wide_ticket; /* last wide ticket handed out */
+	uint64_t stripe_pad[6];
 	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
+	struct dioshim_wide wide[DIOSHIM_WIDE_SLOTS];
 
 	/* Hole prefill (DESIGN.md 2.2): bit i set = chunk i (of prefill_chunk
 	 * bytes) has been allocated with fallocate(KEEP_SIZE), so writes into
@@ -307,6 +328,7 @@ struct dioshim_hint {
 #ifndef __cplusplus
 _Static_assert(sizeof(struct dioshim_shard) == DIOSHIM_CACHELINE, "shard");
 _Static_assert(sizeof(struct dioshim_stripe) == DIOSHIM_CACHELINE, "stripe");
+_Static_assert(sizeof(struct dioshim_wide) == DIOSHIM_CACHELINE, "wide");
 _Static_assert(sizeof(struct dioshim_slot) ==
 		       (1 + DIOSHIM_SLOT_SHARDS) * DIOSHIM_CACHELINE,
 	       "slot");

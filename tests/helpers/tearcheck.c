@@ -12,9 +12,10 @@
  *           byte each; as many punchers punch random blocks
  *           (FALLOC_FL_PUNCH_HOLE); readers read random blocks: torn if
  *           a block is neither one value nor all zeros
- *   wide    every writer writes 256 KiB to 1 MiB at random 4 KiB-aligned
- *           offsets of an 8 MiB region (ranges that span many stripes),
- *           readers as in punch; the point is that nothing hangs
+ *   wide    every writer writes 256 KiB to 4 MiB at random 4 KiB-aligned
+ *           offsets of an 8 MiB region (ranges that span many stripes,
+ *           half of them as wide as the table: 2 MiB), readers as in
+ *           punch; the point is that nothing hangs or tears
  *   long    writers write random 4 KiB blocks of a 512 MiB file, readers
  *           read all of it at once (a read longer than writers wait for
  *           a reader): torn if a block holds two values; the point is
@@ -79,7 +80,8 @@ static void *writer(void *arg)
 	unsigned char val = (unsigned char)(id * 16 + 1);
 	char *buf;
 
-	if (fd < 0 || posix_memalign((void **)&buf, BLK, MIB))
+	if (fd < 0 ||
+	    posix_memalign((void **)&buf, BLK, mode == WIDE ? 4 * MIB : MIB))
 		exit(2);
 	while (!atomic_load(&c->stop)) {
 		off_t off = 0;
@@ -106,7 +108,7 @@ static void *writer(void *arg)
 			}
 			break;
 		case WIDE:
-			len = (size_t)(1 + rnd(&s) % 4) * 256 * 1024;
+			len = (size_t)(1 + rnd(&s) % 16) * 256 * 1024;
 			off = (off_t)(rnd(&s) % ((8 * MIB - len) / BLK)) * BLK;
 			break;
 		case LONG:

@@ -5,7 +5,11 @@
  * reading a shared buffer through the table); ranges wider than the table
  * and ranges that wrap around it take stripes in one order (no deadlock,
  * under an alarm); a process killed holding stripes does not hold them for
- * ever; sub-block ranges of one block share its stripe.
+ * ever; sub-block ranges of one block share its stripe.  Wide writes (as
+ * wide as the table) exclude the writes and reads they overlap, each
+ * other included, and nothing else; a killed wide writer is got over; with
+ * every wide slot taken, a wide write takes the whole table and still
+ * waits for the slots it overlaps.
  */
 #define _GNU_SOURCE
 #include "unit.h"
@@ -17,11 +21,12 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#define REGION (64 * 4096)
+#define BIG (6u << 20)
 
 static struct shim_file file;
 static struct dioshim_seg *seg;
-static unsigned char region[REGION];
+static unsigned char region[BIG];
+static uint64_t region_len = 64 * 4096; /* the part in use */
 static _Atomic int stop, torn, reads;
 
 static uint64_t xorshift(uint64_t *s)
@@ -41,12 +46,12 @@ static void *writer(void *arg)
 	unsigned char v = (unsigned char)(uintptr_t)arg;
 
 	while (!atomic_load(&stop)) {
-		uint64_t off = xorshift(&s) % (REGION / 512) * 512;
+		uint64_t off = xorshift(&s) % (region_len / 512) * 512;
 		uint64_t len = 512 * (1 + xorshift(&s) % 24);
 		uint64_t i;
 
-		if (off + len > REGION)
-			len = REGION - off;
+		if (off + len > region_len)
+			len = region_len - off;
 		rangelock_write(&file, off, len, &rl);
 		v += 7;
 		for (i = off; i < off + len; i++)
@@ -65,7 +70,7 @@ static void *reader(void *arg)
 	struct rangelock rl;
 
 	while (!atomic_load(&stop)) {
-		uint64_t off = xorshift(&s) % (REGION / 512) * 512;
+		uint64_t off = xorshift(&s) % (region_len / 512) * 512;
 		int i;
 
 		do {
@@ -82,6 +87,83 @@ static void *reader(void *arg)
 		atomic_fetch_add(&reads, 1);
 	}
 	return NULL;
+}
+
+/* Writers of ranges at least as wide as the table, in the region. */
+static void *wide_filler(void *arg)
+{
+	uint64_t s = (uint64_t)(uintptr_t)arg * 3935559000370003845ull + 7;
+	uint64_t span = (uint64_t)seg->stripes << seg->stripe_shift;
+	struct rangelock rl;
+	unsigned char v = (unsigned char)(uintptr_t)arg;
+
+	while (!atomic_load(&stop)) {
+		uint64_t len = span + xorshift(&s) % (span / 512) * 512;
+		uint64_t off = xorshift(&s) % ((region_len - len) / 512) * 512;
+		uint64_t i;
+
+		rangelock_write(&file, off, len, &rl);
+		v += 13;
+		for (i = off; i < off + len; i++)
+			__atomic_store_n(&region[i], v, __ATOMIC_RELAXED);
+		rangelock_write_done(&file, &rl);
+	}
+	return NULL;
+}
+
+/* One lock taken in a thread: done says when it got it; it holds it
+ * until let go. */
+struct taker {
+	pthread_t t;
+	uint64_t off, len;
+	bool read;
+	_Atomic int done, go;
+};
+
+static void *take(void *arg)
+{
+	struct taker *k = arg;
+	struct rangelock rl;
+
+	if (k->read) {
+		rl.gating = false;
+		rangelock_read_begin(&file, k->off, k->len, &rl);
+		if (!rangelock_read_valid(&file, &rl))
+			atomic_store(&k->done, 2);
+		else
+			atomic_store(&k->done, 1);
+		return NULL;
+	}
+	rangelock_write(&file, k->off, k->len, &rl);
+	atomic_store(&k->done, 1);
+	while (!atomic_load(&k->go))
+		usleep(1000);
+	rangelock_write_done(&file, &rl);
+	return NULL;
+}
+
+static void taker_start(struct taker *k, uint64_t off, uint64_t len,
+			bool read)
+{
+	memset(k, 0, sizeof(*k));
+	k->off = off;
+	k->len = len;
+	k->read = read;
+	pthread_create(&k->t, NULL, take, k);
+}
+
+/* Whether k got its lock within ms. */
+static bool taker_got(struct taker *k, int ms)
+{
+	while (ms-- > 0 && !atomic_load(&k->done))
+		usleep(1000);
+	return atomic_load(&k->done) != 0;
+}
+
+static void taker_end(struct taker *k)
+{
+	atomic_store(&k->go, 1);
+	pthread_join(k->t, NULL);
 }
 
 static void *wide_writer(void *arg)
@@ -160,6 +242,131 @@ int main(void)
 	CHECK(atomic_load(&reads) > 1000);
 
 	run(wide_writer, 8, NULL, 0, 2);
+
+	/* Wide writes among small writes and reads: none torn, wide ones
+	 * excluding each other too. */
+	region_len = BIG;
+	atomic_store(&reads, 0);
+	{
+		pthread_t w[2];
+		int i;
+
+		atomic_store(&stop, 0);
+		for (i = 0; i < 2; i++)
+			pthread_create(&w[i], NULL, wide_filler,
+				       (void *)(uintptr_t)(i + 50));
+		run(writer, 2, reader, 3, 3);
+		atomic_store(&stop, 1);
+		for (i = 0; i < 2; i++)
+			pthread_join(w[i], NULL);
+	}
+	printf("with wide writers: %d reads, %d torn\n", atomic_load(&reads),
+	       atomic_load(&torn));
+	CHECK_EQ(atomic_load(&torn), 0);
+	CHECK(atomic_load(&reads) > 1000);
+	alarm(0);
+
+	/* A wide write holds up the range it covers, and nothing else. */
+	{
+		uint64_t span = (uint64_t)seg->stripes << seg->stripe_shift;
+		struct taker wide, near, far, rnear, rfar, wide2, slots[8];
+		int i;
+
+		alarm(30);
+		taker_start(&wide, 0, 2 * span, false);
+		CHECK(taker_got(&wide, 2000));
+		taker_start(&far, 3 * span, 4096, false);
+		CHECK(taker_got(&far, 2000)); /* beside it: at once */
+		taker_start(&rfar, 3 * span + 8192, 4096, true);
+		CHECK(taker_got(&rfar, 2000));
+		CHECK_EQ(atomic_load(&rfar.done), 1);
+		taker_start(&near, span, 4096, false);
+		taker_start(&rnear, span - 8192, 4096, true);
+		taker_start(&wide2, span, span, false);
+		CHECK(!taker_got(&near, 300)); /* inside it: waits */
+		CHECK(!atomic_load(&rnear.done));
+		CHECK(!atomic_load(&wide2.done));
+		taker_end(&far);
+		taker_end(&rfar);
+		taker_end(&wide);
+		CHECK(taker_got(&rnear, 2000));
+		taker_end(&rnear);
+		/* near and wide2 overlap: one, then the other. */
+		CHECK(taker_got(&near, 500) || taker_got(&wide2, 500));
+		usleep(200000);
+		CHECK_EQ(atomic_load(&near.done) + atomic_load(&wide2.done), 1);
+		if (atomic_load(&near.done)) {
+			taker_end(&near);
+			CHECK(taker_got(&wide2, 2000));
+			taker_end(&wide2);
+		} else {
+			taker_end(&wide2);
+			CHECK(taker_got(&near, 2000));
+			taker_end(&near);
+		}
+
+		/* Every slot taken: a ninth wide write takes every stripe,
+		 * and still waits for the slot it overlaps. */
+		for (i = 0; i < 8; i++) {
+			taker_start(&slots[i], (uint64_t)i * 2 * span, span,
+				    false);
+			CHECK(taker_got(&slots[i], 2000));
+		}
+		taker_start(&wide, 20 * span, span, false);
+		CHECK(taker_got(&wide, 2000));
+		taker_start(&near, 20 * span + 4096, 4096, false);
+		CHECK(!taker_got(&near, 200)); /* every stripe is taken */
+		taker_end(&wide);
+		CHECK(taker_got(&near, 2000));
+		taker_end(&near);
+		taker_start(&wide, span / 2, span, false);
+		CHECK(!taker_got(&wide, 300));
+		taker_end(&slots[0]);
+		CHECK(taker_got(&wide, 2000));
+		taker_end(&wide);
+		for (i = 1; i < 8; i++)
+			taker_end(&slots[i]);
+		alarm(0);
+	}
+
+	/* A stripe left free with an odd count (a corrupt word, or a holder
+	 * taken over half way) neither stops a wide write nor lets one past
+	 * a holder whose count it inverted. */
+	{
+		uint64_t span = (uint64_t)seg->stripes << seg->stripe_shift;
+		struct taker small, wide;
+
+		alarm(20);
+		atomic_store(&seg->stripe[5].seq, 1);
+		taker_start(&small, 5 * 4096, 4096, false);
+		CHECK(taker_got(&small, 2000));
+		taker_start(&wide, 0, span, false);
+		CHECK(!taker_got(&wide, 300));
+		taker_end(&small);
+		CHECK(taker_got(&wide, 2000));
+		taker_end(&wide);
+		rangelock_write(&file, 0, span, &a); /* odd and free again */
+		rangelock_write_done(&file, &a);
+		atomic_store(&seg->stripe[5].seq, 0);
+		alarm(0);
+	}
+
+	/* A child dies holding a wide range: got over, by a small write
+	 * and a read inside it. */
+	kid = fork();
+	if (kid == 0) {
+		owner_refresh();
+		rangelock_write(&file, 0, 4ull << 30, &a);
+		raise(SIGKILL);
+		_exit(1);
+	}
+	waitpid(kid, &status, 0);
+	CHECK(WIFSIGNALED(status));
+	alarm(20);
+	rangelock_write(&file, 1 << 20, 4096, &a);
+	rangelock_write_done(&file, &a);
+	rangelock_read_begin(&file, 2 << 20, 4096, &a);
+	CHECK(rangelock_read_valid(&file, &a));
 	alarm(0);
 
 	/* A child dies holding a range; the parent gets it, in time. */
