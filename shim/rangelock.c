@@ -438,6 +438,37 @@ static int wide_take(struct dioshim_seg *seg, const struct owner_id *me,
 	return -1;
 }
 
+/* Wait while s's count is v (and, with owned, while it has an owner
+ * word); a holder found dead past the patience is freed. */
+static void stripe_wait_moved(uint64_t key, struct dioshim_stripe *s,
+			      uint32_t v, bool owned)
+{
+	uint64_t start = 0;
+	unsigned spins = 0;
+
+	while (atomic_load_explicit(&s->seq, memory_order_acquire) == v &&
+	       (!owned || atomic_load_explicit(&s->writer.pid_start,
+					       memory_order_acquire))) {
+		if (!seq_pause(&s->seq, &s->waiters, v, &spins, &start))
+			continue;
+		if (now_ns() - start > STRIPE_PATIENCE_NS) {
+			reclaim_dead(key, s, atomic_load(&s->writer.pid_start),
+				     0);
+			start = now_ns();
+		}
+	}
+}
+
+/* Wait until no writer holds stripe s; the (even) count then. */
+static uint32_t stripe_wait_even(uint64_t key, struct dioshim_stripe *s)
+{
+	uint32_t seq;
+
+	while ((seq = atomic_load_explicit(&s->seq, memory_order_acquire)) & 1)
+		stripe_wait_moved(key, s, seq, false);
+	return seq;
+}
+
 /* Wait until every stripe held now has been let go once: a stripe
  * writer that comes after sees our slot.  Held: an owner word, or an odd
  * count (a word a killed or corrupt holder left is not trusted alone). */
@@ -445,28 +476,11 @@ static void wide_drain_stripes(struct dioshim_seg *seg, uint32_t n)
 {
 	uint32_t i;
 
-	for (i = 0; i < n; i++) {
-		struct dioshim_stripe *s = &seg->stripe[i];
-		uint32_t v = atomic_load_explicit(&s->seq,
-						  memory_order_acquire);
-		uint64_t start = 0;
-		unsigned spins = 0;
-
-		while (atomic_load_explicit(&s->writer.pid_start,
-					    memory_order_acquire) &&
-		       atomic_load_explicit(&s->seq, memory_order_acquire) ==
-			       v) {
-			if (!seq_pause(&s->seq, &s->waiters, v, &spins,
-				       &start))
-				continue;
-			if (now_ns() - start > STRIPE_PATIENCE_NS) {
-				reclaim_dead(seg->hint_key, s,
-					     atomic_load(&s->writer.pid_start),
-					     0);
-				start = now_ns();
-			}
-		}
-	}
+	for (i = 0; i < n; i++)
+		stripe_wait_moved(seg->hint_key, &seg->stripe[i],
+				  atomic_load_explicit(&seg->stripe[i].seq,
+						       memory_order_acquire),
+				  true);
 }
 
 /* Hold a wide slot for rl; false if none is free. */
@@ -609,27 +623,6 @@ void rangelock_write_done(struct shim_file *f, struct rangelock *rl)
 	else
 		stripes_unlock(f, rl);
 	rl->active = false;
-}
-
-/* Wait until no writer holds stripe s; the (even) count then. */
-static uint32_t stripe_wait_even(uint64_t key, struct dioshim_stripe *s)
-{
-	uint64_t start = 0;
-	unsigned spins = 0;
-	uint32_t seq;
-
-	for (;;) {
-		seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-		if (!(seq & 1))
-			return seq;
-		if (!seq_pause(&s->seq, &s->waiters, seq, &spins, &start))
-			continue;
-		if (now_ns() - start > STRIPE_PATIENCE_NS) {
-			reclaim_dead(key, s, atomic_load(&s->writer.pid_start),
-				     0);
-			start = now_ns();
-		}
-	}
 }
 
 static __thread unsigned tls_read_tries
