@@ -43,6 +43,7 @@
 #include "prefill.h"
 #include "reserve.h"
 #include "sys.h"
+#include "wtx.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -121,19 +122,13 @@ LAZY(int, io_uring_unregister_files, (struct io_uring *))
 
 /* ---- writes in flight and the rings they complete on ------------------ */
 
-enum aop_kind {
-	AOP_WRITE, /* at its own offset: eof = max(eof, end) */
-	AOP_APPEND, /* claimed [off, end) from the tail: published in order */
-	AOP_GROW, /* fallocate growing the size: eof = end, no data */
-};
-
+/* A queued write: its transaction, settled when its completion is
+ * reaped. */
 struct aop {
 	struct aop *next;
 	struct shim_file *f; /* pinned (a reference) until applied */
 	uint64_t key; /* iocb address, or user_data */
-	uint64_t off, end;
-	uint64_t epoch; /* seg->epoch at submission */
-	enum aop_kind kind;
+	struct wtx t;
 };
 
 enum ring_kind { RING_AIO, RING_URING };
@@ -301,7 +296,7 @@ static struct aop **deferred_place(uint64_t off)
 {
 	struct aop **pp = &deferred;
 
-	while (*pp && (*pp)->off < off)
+	while (*pp && (*pp)->t.off < off)
 		pp = &(*pp)->next;
 	return pp;
 }
@@ -312,10 +307,7 @@ static void deferred_retry(void)
 	struct aop **pp = &deferred, *a;
 
 	while ((a = *pp)) {
-		struct dioshim_seg *seg = a->f->seg;
-
-		if (atomic_load(&seg->epoch) == a->epoch &&
-		    !eof_publish_async(seg, a->off, a->end)) {
+		if (!wtx_publish_deferred(&a->t, false)) {
 			pp = &a->next;
 			continue;
 		}
@@ -326,42 +318,27 @@ static void deferred_retry(void)
 }
 
 /*
- * The write finished with res (bytes, or -errno): move eof as the kernel
- * alone would have moved i_size.  False if the append's range is left to
- * deferred_retry (the op is then not the caller's to release).  Under
- * async_lock.
+ * The write finished with res (bytes, or -errno): settle its transaction.
+ * False if the append's range is left to deferred_retry (the op is then
+ * not the caller's to release).  Under async_lock.
  */
 static bool aop_apply(struct aop *a, int64_t res)
 {
-	struct dioshim_seg *seg = a->f->seg;
-	uint64_t done;
+	struct aop **pp;
 
-	if (atomic_load(&seg->epoch) != a->epoch)
-		return true; /* a size change came after it: it decided */
-	switch (a->kind) {
-	case AOP_WRITE:
-		if (res > 0)
-			eof_advance(seg, a->off + (uint64_t)res);
-		break;
-	case AOP_APPEND:
-		done = append_give_back(seg, a->off, a->end,
-					a->off + (res > 0 ? (uint64_t)res : 0));
-		if (done > a->off && !eof_publish_async(seg, a->off, done)) {
-			struct aop **pp = deferred_place(a->off);
+	if (!(wtx_settle(&a->t, -1, res) & WTX_DEFERRED))
+		return true;
+	pp = deferred_place(a->t.off);
+	a->next = *pp;
+	*pp = a;
+	atomic_fetch_add(&async_pending, 1);
+	return false;
+}
 
-			a->end = done;
-			a->next = *pp;
-			*pp = a;
-			atomic_fetch_add(&async_pending, 1);
-			return false;
-		}
-		break;
-	case AOP_GROW:
-		if (res == 0 && eof_advance(seg, a->end))
-			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
-		break;
-	}
-	return true;
+/* The result of a as if it completed whole. */
+static int64_t aop_whole(const struct aop *a)
+{
+	return a->t.kind == WTX_GROW ? 0 : (int64_t)(a->t.end - a->t.off);
 }
 
 /* aop_apply, then give a back unless it was deferred. */
@@ -396,7 +373,7 @@ static void ring_complete_all(struct aring *r, const char *why)
 		struct aop *a = r->ops;
 
 		aop_unlink(r, NULL, a);
-		aop_finish(a, (int64_t)(a->end - a->off));
+		aop_finish(a, aop_whole(a));
 	}
 }
 
@@ -547,6 +524,29 @@ static struct shim_file *served_writer(int fd, struct ofd **op)
 	return f;
 }
 
+/* A queued request's transaction, claimed and tracked on r; NULL if the
+ * batch cannot hold it (the request then goes as issued). */
+static struct aop *aop_claim(struct batch *b, struct aring *r,
+			     struct shim_file *f, int fd, uint64_t key,
+			     enum wtx_kind kind, uint64_t off, uint64_t len)
+{
+	struct held *h = batch_hold(b, f, fd);
+	struct aop *a = h ? aop_new() : NULL;
+
+	if (!a) {
+		log_once("asynchronous batch too wide: a write goes as issued");
+		return NULL;
+	}
+	wtx_claim(&a->t, f, fd, kind, off, len,
+		  WTX_QUEUED | (h->exact ? WTX_EXACT_HELD : 0));
+	if (a->t.res == RESERVE_EXACT)
+		h->exact = true; /* the kernel extends; phys re-read after */
+	aop_pin(a, f);
+	a->key = key;
+	aop_queue(r, a);
+	return a;
+}
+
 /*
  * One queued write of len bytes at *off (an append: wherever the tail
  * is) to fd: apply the rules and say what it becomes.  Returns the op to
@@ -560,17 +560,12 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 {
 	struct ofd *o;
 	struct shim_file *f = served_writer(fd, &o);
-	struct dioshim_seg *seg;
-	enum reserve_result res = RESERVE_OK;
-	struct held *h;
 	struct aop *a;
 	bool append;
-	uint64_t end;
 
 	*append_out = false;
 	if (!f || !len || len > INT_MAX)
 		return NULL;
-	seg = f->seg;
 	append = ((atomic_load_explicit(&o->flags, memory_order_relaxed) &
 		   O_APPEND) ||
 		  (rwf & RWF_APPEND_)) &&
@@ -579,37 +574,14 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 		return NULL;
 	if (rwf & RWF_NOWAIT)
 		return NULL; /* the kernel's answer stands, whatever it is */
-	h = batch_hold(b, f, fd);
-	a = h ? aop_new() : NULL;
-	if (!a) {
-		log_once("asynchronous batch too wide: a write goes as issued");
+	a = aop_claim(b, r, f, fd, key, append ? WTX_APPEND : WTX_AT, off,
+		      len);
+	if (!a)
 		return NULL;
-	}
-	if (append) {
-		res = append_claim(f, fd, len, false, &off);
-	} else if (off + len > atomic_load_explicit(&seg->phys,
-						    memory_order_acquire)) {
-		res = h->exact ? RESERVE_EXACT : reserve_extend(f, fd, off,
-								 off + len);
-	} else {
-		prefill_ensure(f, fd, off, len);
-	}
-	if (res == RESERVE_EXACT)
-		h->exact = true; /* the kernel extends; phys re-read after */
-	end = off + len;
-	aop_pin(a, f);
-	a->key = key;
-	a->off = off;
-	a->end = end;
-	a->kind = append ? AOP_APPEND : AOP_WRITE;
-	a->epoch = atomic_load(&seg->epoch);
-	if (!append)
-		tail_advance(seg, end);
 	/* Inside the reservation a trim could cut it while in flight; past
 	 * it, the kernel extends the size itself. */
-	if (end <= atomic_load(&seg->phys))
-		word_max(&seg->async_end, end);
-	aop_queue(r, a);
+	if (a->t.end <= atomic_load(&f->seg->phys))
+		word_max(&f->seg->async_end, a->t.end);
 	*append_out = append;
 	return a;
 }
@@ -836,7 +808,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 				       (uint64_t)io->u.c.offset, len,
 				       (int)io->aio_rw_flags, &append);
 		if (ops[i] && append) {
-			io->u.c.offset = (long long)ops[i]->off;
+			io->u.c.offset = (long long)ops[i]->t.off;
 			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
 					   RWF_NOAPPEND;
 			app[i].iocb = (uintptr_t)io;
@@ -1095,8 +1067,6 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 	struct shim_file *f = served_writer(fd, &o);
 	uint64_t off = s->off, len = s->addr, end;
 	int mode = (int)s->len;
-	enum reserve_result res;
-	struct held *h;
 	struct aop *a;
 
 	if (!f || !len || off > (uint64_t)INT64_MAX - len)
@@ -1109,25 +1079,9 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0 ||
 	    end <= atomic_load(&f->seg->eof))
 		return; /* no size the application sees changes */
-	h = batch_hold(b, f, fd);
-	a = h ? aop_new() : NULL;
-	if (!a)
-		return;
-	res = end > atomic_load(&f->seg->phys) && !h->exact
-		      ? reserve_extend(f, fd, off, end)
-		      : RESERVE_OK;
-	if (res == RESERVE_EXACT)
-		h->exact = true;
-	else if (!h->exact)
+	a = aop_claim(b, r, f, fd, s->user_data, WTX_GROW, off, len);
+	if (a && a->t.res == RESERVE_OK)
 		s->len |= FALLOC_FL_KEEP_SIZE; /* inside the reservation */
-	aop_pin(a, f);
-	a->key = s->user_data;
-	a->off = off;
-	a->end = end;
-	a->kind = AOP_GROW;
-	a->epoch = atomic_load(&f->seg->epoch);
-	tail_advance(f->seg, end);
-	aop_queue(r, a);
 }
 
 /*
@@ -1170,7 +1124,7 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 		if (!a)
 			continue;
 		if (append) {
-			s->off = a->off;
+			s->off = a->t.off;
 			s->rw_flags = (s->rw_flags & ~RWF_APPEND_) |
 				      RWF_NOAPPEND;
 		}
@@ -1185,7 +1139,7 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			for (p = r->ops; p != a; prev = p, p = p->next)
 				;
 			aop_unlink(r, prev, a);
-			aop_finish(a, (int64_t)(a->end - a->off));
+			aop_finish(a, aop_whole(a));
 		}
 	}
 }
@@ -1674,8 +1628,7 @@ void async_drain_all(void)
 
 		deferred = a->next;
 		atomic_fetch_sub(&async_pending, 1);
-		if (atomic_load(&a->f->seg->epoch) == a->epoch)
-			eof_publish_in_order(a->f->seg, a->off, a->end);
+		wtx_publish_deferred(&a->t, true);
 		aop_release(a);
 	}
 	pthread_mutex_unlock(&async_lock);

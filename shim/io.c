@@ -32,6 +32,7 @@
 #include "real.h"
 #include "reserve.h"
 #include "sys.h"
+#include "wtx.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -224,40 +225,31 @@ static void append_done_position(struct ofd *o, int fd, ssize_t ret,
 /*
  * A write made from a signal handler that interrupted this thread inside
  * the shim: it may hold the position lock, ext_lock or a barrier, so this
- * takes none and waits for nothing.  Appends still take their offset from
- * the tail (an append to the kernel's size would land past the reserved
- * tail and be cut with it); the size moves without waiting for earlier
- * appends; a write past the reservation is the kernel's to extend.
+ * takes none and waits for nothing (WTX_REENTRANT); a write past the
+ * reservation is the kernel's to extend.
  */
 static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 				  bool append, uint64_t len)
 {
-	struct dioshim_seg *seg = atomic_load(&o->file)->seg;
+	struct shim_file *f = atomic_load(&o->file);
 	bool positional = req_positional(r);
 	int saved = errno, err;
-	uint64_t off, reach;
+	uint64_t off = 0;
+	struct wtx t;
 	ssize_t ret;
 
-	if (append) {
-		off = atomic_fetch_add(&seg->tail, len);
-		ret = real_write_at(r, off);
-		err = errno;
-		reach = append_give_back(seg, off, off + len,
-					 off + (ret > 0 ? (uint64_t)ret : 0));
-	} else {
+	if (!append) {
 		off_t pos = positional ? r->off : sys_lseek(r->fd, 0, SEEK_CUR);
 
 		off = pos < 0 ? 0 : (uint64_t)pos;
-		ret = real_write_call(r);
-		err = errno;
-		reach = off + (ret > 0 ? (uint64_t)ret : 0);
-		if (reach > off) /* a refused write moves nothing */
-			tail_advance(seg, reach);
 	}
-	if (reach > off)
-		eof_advance(seg, reach);
+	wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
+		  WTX_REENTRANT);
+	ret = append ? real_write_at(r, t.off) : real_write_call(r);
+	err = errno;
+	wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
 	if (ret > 0 && append && !positional)
-		sys_lseek(r->fd, (off_t)(off + (uint64_t)ret), SEEK_SET);
+		sys_lseek(r->fd, (off_t)(t.off + (uint64_t)ret), SEEK_SET);
 	errno = ret < 0 ? err : saved;
 	return ret;
 }
@@ -293,18 +285,6 @@ static ssize_t write_as_is(struct dioshim_seg *seg, const struct io_req *r,
 	ret = real_write_call(r);
 	*err = errno;
 	return ret;
-}
-
-/* The alignment a direct write's offset and length need on f, and its
- * buffer's: what statx said, or 512 (the smallest any block device has). */
-static uint64_t dio_off_align(const struct shim_file *f)
-{
-	return f->dio_off_align ? f->dio_off_align : 512;
-}
-
-static uint64_t dio_mem_align(const struct shim_file *f)
-{
-	return f->dio_mem_align ? f->dio_mem_align : 512;
 }
 
 static bool span_aligned(const void *base, size_t n, uint64_t mem,
@@ -355,12 +335,13 @@ static bool append_certain(struct shim_file *f, uint32_t flags,
  * reservation the kernel extends the size itself.
  */
 static ssize_t append_alone(struct ofd *o, struct shim_file *f,
-			    const struct io_req *r, bool positional, int *err)
+			    const struct io_req *r, bool positional,
+			    uint64_t len, int *err)
 {
 	struct dioshim_shard *sh;
 	struct dioshim_seg *seg;
 	bool locked, recovered;
-	uint64_t off, done;
+	struct wtx t;
 	ssize_t ret;
 
 	if (f->slot < 0 || !barrier_raise_write(f, r->fd))
@@ -375,24 +356,22 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	locked = seg_lock(&seg->ext_lock, &recovered);
 	if (!positional)
 		atomic_fetch_add(&o->appending, 1);
-	off = atomic_load(&seg->tail);
-	ret = real_write_at(r, off);
+	wtx_claim_alone(&t, f, len, locked);
+	ret = real_write_at(r, t.off);
 	*err = errno;
-	done = off + (ret > 0 ? (uint64_t)ret : 0);
-	if (done > off) {
+	if (ret > 0) {
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
 		stat_add(&sh->appends, 1);
 	}
-	tail_advance(seg, done);
-	if (locked)
-		reserve_exact_done(f, r->fd); /* phys: what the kernel made */
-	if (done > off)
-		eof_publish_in_order(seg, off, done);
+	/* Past the reservation the kernel extended the size: phys is what
+	 * it made. */
+	wtx_settle(&t, r->fd, ret < 0 ? -*err : ret);
 	inflight_exit(sh);
 	barrier_lower(f);
 	if (!positional)
-		append_done_position(o, r->fd, ret, done);
+		append_done_position(o, r->fd, ret,
+				     t.off + (ret > 0 ? (uint64_t)ret : 0));
 	return ret;
 }
 
@@ -423,13 +402,13 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	/* The position lock serialises calls that read and move the file
 	 * position; an append's offset comes from the tail instead. */
 	bool pos_locked = !positional && !append;
-	enum reserve_result res = RESERVE_OK;
 	struct dioshim_shard *sh;
 	struct rangelock rl;
-	uint64_t len, off, end;
+	uint64_t len, off = 0;
 	struct guard g;
+	struct wtx t;
 	ssize_t ret;
-	int err;
+	int err, st;
 
 	/* Calls the kernel refuses outright change nothing: let it say so. */
 	if ((flags & O_ACCMODE) == O_RDONLY || !req_len(r, &len) || !len ||
@@ -452,7 +431,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 			ret = -1;
 			err = EAGAIN;
 		} else {
-			ret = append_alone(o, f, r, positional, &err);
+			ret = append_alone(o, f, r, positional, len, &err);
 		}
 		goto out_unlock;
 	}
@@ -465,65 +444,36 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	}
 	/* After entering: an exec that failed in another thread may have
 	 * given f a new segment meanwhile. */
-	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
-	if (!append) {
-		if (positional) {
-			off = (uint64_t)r->off;
-		} else {
-			off_t pos = sys_lseek(r->fd, 0, SEEK_CUR);
+	if (!append && positional) {
+		off = (uint64_t)r->off;
+	} else if (!append) {
+		off_t pos = sys_lseek(r->fd, 0, SEEK_CUR);
 
-			off = pos < 0 ? 0 : (uint64_t)pos;
-		}
-		end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
+		off = pos < 0 ? 0 : (uint64_t)pos;
 	}
-	if (nowait && f->fs_bit == CONFIG_FS_EXT4 &&
-	    (append ? atomic_load(&seg->tail) + len : end) >
-		    atomic_load_explicit(&seg->eof, memory_order_acquire)) {
-		/* ext4 refuses RWF_NOWAIT for any direct write that extends
-		 * the file (ext4_dio_write_checks: that needs the inode lock
-		 * exclusive); so does the shim, though it could do it. */
-		res = RESERVE_WOULD_BLOCK;
-	} else if (append) {
-		res = append_claim(f, r->fd, len, nowait, &off);
-		end = off + len;
-		if (res == RESERVE_OK && !nowait && (flags & O_DIRECT) &&
-		    off % dio_off_align(f)) {
-			/* A buffered writer left the tail unaligned since
-			 * append_certain looked: the kernel will refuse this
-			 * one, which must then go alone. */
-			uint64_t want = end;
-
-			if (atomic_compare_exchange_strong(&seg->tail, &want,
-							   off)) {
-				inflight_exit(sh);
-				ret = append_alone(o, f, r, positional, &err);
-				goto out_unlock;
-			}
-		}
-		if (!positional && res != RESERVE_WOULD_BLOCK)
-			atomic_fetch_add(&o->appending, 1);
-	} else if (end > atomic_load_explicit(&seg->phys,
-					      memory_order_acquire)) {
-		res = nowait ? RESERVE_WOULD_BLOCK
-			     : reserve_extend(f, r->fd, off, end);
-	} else if (!nowait) {
-		/* Inside the kernel's size: make sure no hole is left where
-		 * the write lands (a no-op where the prefill bitmap knows). */
-		prefill_ensure(f, r->fd, off, len);
-	}
-	if (res == RESERVE_WOULD_BLOCK) {
-		/* RWF_NOWAIT and the write needs a reservation, which waits
-		 * for the file's I/O to drain: the kernel would say EAGAIN
-		 * for an extending write too. */
+	switch (wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
+			  (nowait ? WTX_NOWAIT : 0) |
+				  (flags & O_DIRECT ? WTX_DIRECT : 0))) {
+	case WTX_AGAIN:
+		/* RWF_NOWAIT, and the write needs what waits: the kernel
+		 * would say EAGAIN for an extending write too. */
 		ret = -1;
 		err = EAGAIN;
 		goto out_exit;
+	case WTX_ALONE:
+		inflight_exit(sh);
+		ret = append_alone(o, f, r, positional, len, &err);
+		goto out_unlock;
+	case WTX_GO:
+		break;
 	}
+	if (append && !positional)
+		atomic_fetch_add(&o->appending, 1);
 
 	/* Overlapping writes one at a time, whole blocks; after ext_lock
 	 * (an exact write holds it), so the order is always the same. */
-	rangelock_write(f, off, len, &rl);
-	ret = append ? real_write_at(r, off) : real_write_call(r);
+	rangelock_write(f, t.off, len, &rl);
+	ret = append ? real_write_at(r, t.off) : real_write_call(r);
 	err = errno;
 	rangelock_write_done(f, &rl);
 
@@ -531,31 +481,14 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
 	}
-	if (append) {
-		uint64_t done = off + (ret > 0 ? (uint64_t)ret : 0);
-		/* (an exact append, under ext_lock, always gives back) */
-		uint64_t publish = append_give_back(seg, off, end, done);
-
+	if (append)
 		stat_add(&sh->appends, 1);
-		/* ext_lock goes before the wait: an append waiting for an
-		 * earlier one must not hold what that one needs. */
-		if (res == RESERVE_EXACT)
-			reserve_exact_done(f, r->fd);
-		if (publish > off && eof_publish_in_order(seg, off, publish))
-			stat_add(&sh->extends, 1);
-		if (!positional)
-			append_done_position(o, r->fd, ret, done);
-	} else {
-		if (res == RESERVE_EXACT)
-			reserve_exact_done(f, r->fd);
-		/* The tail moves only for a write that happened: a refused
-		 * one must not push the next append's offset. */
-		if (ret > 0) {
-			tail_advance(seg, off + (uint64_t)ret);
-			if (eof_advance(seg, off + (uint64_t)ret))
-				stat_add(&sh->extends, 1);
-		}
-	}
+	st = wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
+	if (st & WTX_MOVED)
+		stat_add(&sh->extends, 1);
+	if (append && !positional)
+		append_done_position(o, r->fd, ret,
+				     t.off + (ret > 0 ? (uint64_t)ret : 0));
 out_exit:
 	inflight_exit(sh);
 out_unlock:
@@ -885,6 +818,7 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 	struct dioshim_shard *sh;
 	uint64_t end;
 	struct guard g;
+	struct wtx t;
 	int ret, err = 0;
 	bool failed;
 
@@ -936,25 +870,15 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		err = errno;
 		goto out;
 	}
-	tail_advance(seg, end);
-	if (end <= atomic_load_explicit(&seg->phys, memory_order_acquire)) {
-		/* Inside the reservation the kernel's size need not move. */
-		ret = call_fallocate(fd, mode | FALLOC_FL_KEEP_SIZE, off, len,
-				     posix);
-		err = errno;
-	} else {
-		bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
-
-		ret = call_fallocate(fd, mode, off, len, posix);
-		err = errno;
-		if (locked)
-			reserve_exact_done(f, fd);
-	}
+	wtx_claim(&t, f, fd, WTX_GROW, (uint64_t)off, (uint64_t)len, 0);
+	/* Inside the reservation the kernel's size need not move; past it
+	 * (none could be made) the kernel extends, under ext_lock. */
+	ret = call_fallocate(fd, t.res == RESERVE_OK ? mode | FALLOC_FL_KEEP_SIZE
+						   : mode,
+			     off, len, posix);
+	err = errno;
 	failed = posix ? ret != 0 : ret < 0;
-	/* The size grew with no data under it: recovery from the record
-	 * would not find it, so the next sync must rewrite the record. */
-	if (!failed && eof_advance(seg, end))
-		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
+	wtx_settle(&t, fd, failed ? -1 : 0);
 	inflight_exit(sh);
 out:
 	/* posix_fallocate returns its error and leaves errno alone. */

@@ -229,12 +229,12 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
  * appends do in the kernel — a failing append never leaves a hole.
  */
 enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
-				 bool nowait, uint64_t *off)
+				 bool nowait, bool held, uint64_t *off)
 {
 	struct dioshim_seg *seg = f->seg;
 	enum reserve_result res;
 	uint64_t t;
-	bool recovered;
+	bool recovered = false;
 
 	for (;;) {
 		t = atomic_load_explicit(&seg->tail, memory_order_relaxed);
@@ -250,7 +250,7 @@ enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
 		*off = t;
 		return RESERVE_WOULD_BLOCK;
 	}
-	if (!seg_lock(&seg->ext_lock, &recovered)) {
+	if (!held && !seg_lock(&seg->ext_lock, &recovered)) {
 		*off = atomic_fetch_add(&seg->tail, len);
 		return RESERVE_UNLOCKED;
 	}
@@ -264,6 +264,8 @@ enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
 			break;
 	}
 	*off = t;
+	if (held)
+		return RESERVE_EXACT; /* the holder's to release */
 	if (res == RESERVE_OK)
 		seg_unlock(&seg->ext_lock);
 	return res;

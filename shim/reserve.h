@@ -28,9 +28,11 @@ enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 /* The offset of an O_APPEND write of len bytes, taken from the tail, with
  * the reservation made if needed; RESERVE_EXACT as for reserve_extend
  * (ext_lock held: the write goes as issued; give back what it did not
- * write before reserve_exact_done). */
+ * write before reserve_exact_done).  held: the caller holds ext_lock
+ * already (a batch), and keeps it: past the reservation the answer is
+ * then RESERVE_EXACT, whatever was reserved. */
 enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
-				 bool nowait, uint64_t *off);
+				 bool nowait, bool held, uint64_t *off);
 
 /* After an exact (kernel-extended) write: re-read phys, drop ext_lock. */
 void reserve_exact_done(struct shim_file *f, int fd);

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One write transaction: the claim before the kernel's call and the
+ * settling after it, for every path of a write (see wtx.h).
+ */
+#define _GNU_SOURCE
+#include "wtx.h"
+
+#include "config.h"
+#include "prefill.h"
+#include "sys.h"
+
+#include <stdint.h>
+
+/* The append's offset, or why it has none. */
+static enum wtx_claimed claim_append(struct wtx *t, int fd, uint64_t len)
+{
+	struct shim_file *f = t->f;
+	struct dioshim_seg *seg = f->seg;
+	uint64_t off, want;
+
+	if (t->how & WTX_REENTRANT) {
+		/* No lock: the offset from the tail all the same (an append
+		 * at the kernel's size would land past the reserved tail and
+		 * be cut with it); past the reservation the kernel extends. */
+		t->off = atomic_fetch_add(&seg->tail, len);
+		t->end = t->off + len;
+		return WTX_GO;
+	}
+	t->res = append_claim(f, fd, len, t->how & WTX_NOWAIT,
+			      t->how & WTX_EXACT_HELD, &off);
+	t->off = off;
+	t->end = off + len;
+	if (t->res == RESERVE_WOULD_BLOCK)
+		return WTX_AGAIN;
+	if (t->res == RESERVE_OK && (t->how & WTX_DIRECT) &&
+	    !(t->how & (WTX_NOWAIT | WTX_QUEUED)) && off % dio_off_align(f)) {
+		/* A buffered writer left the tail unaligned: the kernel will
+		 * refuse this one, which goes alone, if the range can still
+		 * be given back (nothing claimed after it). */
+		want = t->end;
+		if (atomic_compare_exchange_strong(&seg->tail, &want, off))
+			return WTX_ALONE;
+	}
+	return WTX_GO;
+}
+
+enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
+			   enum wtx_kind kind, uint64_t off, uint64_t len,
+			   unsigned how)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t phys;
+
+	t->f = f;
+	t->kind = kind;
+	t->how = how;
+	t->res = RESERVE_OK;
+	t->epoch = atomic_load(&seg->epoch);
+	if ((how & WTX_NOWAIT) && f->fs_bit == CONFIG_FS_EXT4 &&
+	    (kind == WTX_APPEND ? atomic_load(&seg->tail) : off) + len >
+		    atomic_load_explicit(&seg->eof, memory_order_acquire))
+		/* ext4 refuses RWF_NOWAIT for a direct write that extends
+		 * the file (ext4_dio_write_checks: that needs the inode lock
+		 * exclusive); so does the shim, though it could do it. */
+		return WTX_AGAIN;
+	if (kind == WTX_APPEND)
+		return claim_append(t, fd, len);
+
+	t->off = off;
+	/* A range past the largest size: the kernel refuses it. */
+	t->end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
+	if (t->end == off || (how & WTX_REENTRANT))
+		return WTX_GO;
+	phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
+	if (t->end > phys) {
+		if (how & WTX_NOWAIT)
+			/* A reservation waits for the file's I/O to drain:
+			 * the kernel says EAGAIN to an extending write too. */
+			return WTX_AGAIN;
+		t->res = (how & WTX_EXACT_HELD)
+				 ? RESERVE_EXACT
+				 : reserve_extend(f, fd, off, t->end);
+	} else if (kind == WTX_AT && !(how & WTX_NOWAIT)) {
+		/* Inside the kernel's size: no hole where the write lands
+		 * (a no-op where the prefill bitmap knows). */
+		prefill_ensure(f, fd, off, len);
+	}
+	return WTX_GO;
+}
+
+void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
+		     bool locked)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	t->f = f;
+	t->kind = WTX_APPEND;
+	t->how = 0;
+	t->res = locked ? RESERVE_EXACT : RESERVE_UNLOCKED;
+	t->epoch = atomic_load(&seg->epoch);
+	t->off = atomic_fetch_add(&seg->tail, len);
+	t->end = t->off + len;
+}
+
+/*
+ * A fallocate the kernel extended (exact) and refused half way: ext4
+ * keeps what it allocated by then, and the size with it, as it does for
+ * the kernel alone.  How far the size went (off if it did not).
+ */
+static uint64_t grown_anyway(const struct wtx *t, int fd)
+{
+	struct stat st;
+
+	if (t->res != RESERVE_EXACT || (t->how & (WTX_QUEUED | WTX_EXACT_HELD)) ||
+	    sys_fstat(fd, &st) ||
+	    (uint64_t)st.st_size <= atomic_load(&t->f->seg->phys))
+		return t->off;
+	return (uint64_t)st.st_size < t->end ? (uint64_t)st.st_size : t->end;
+}
+
+int wtx_settle(struct wtx *t, int fd, int64_t res)
+{
+	struct dioshim_seg *seg = t->f->seg;
+	uint64_t done = t->off + (res > 0 ? (uint64_t)res : 0), reach;
+	bool moved = false;
+
+	if ((t->how & WTX_QUEUED) && atomic_load(&seg->epoch) != t->epoch)
+		return 0; /* a size change came after it: it decided */
+	switch (t->kind) {
+	case WTX_APPEND:
+		/* (an exact append, under ext_lock, always gives back) */
+		reach = append_give_back(seg, t->off, t->end, done);
+		break;
+	case WTX_GROW:
+		reach = res >= 0 ? t->end : grown_anyway(t, fd);
+		break;
+	default:
+		reach = done;
+		break;
+	}
+	/* The tail covers what was written before ext_lock goes: an append
+	 * past the reservation, next in line for the lock, must not land
+	 * on it. */
+	if (t->kind != WTX_APPEND && reach > t->off)
+		tail_advance(seg, reach);
+	/* ext_lock goes before the wait: an append waiting for an earlier
+	 * one must not hold what that one needs. */
+	if (t->res == RESERVE_EXACT &&
+	    !(t->how & (WTX_QUEUED | WTX_EXACT_HELD)))
+		reserve_exact_done(t->f, fd);
+	if (reach <= t->off)
+		return 0;
+	if (t->kind != WTX_APPEND || (t->how & WTX_REENTRANT)) {
+		/* A re-entrant append moves the size without waiting for
+		 * the appends before it: they may be its own thread's. */
+		moved = eof_advance(seg, reach);
+		if (moved && t->kind == WTX_GROW)
+			/* The size grew with no data under it: recovery
+			 * from the record would not find it, so the next
+			 * sync must rewrite the record. */
+			atomic_fetch_or(&seg->flags,
+					DIOSHIM_SEGF_SIZE_NO_DATA);
+	} else if (t->how & WTX_QUEUED) {
+		/* Reaped by a thread that may hold earlier appends not yet
+		 * reaped: never wait. */
+		t->end = reach;
+		if (!eof_publish_async(seg, t->off, reach))
+			return WTX_DEFERRED;
+	} else {
+		moved = eof_publish_in_order(seg, t->off, reach);
+	}
+	return moved ? WTX_MOVED : 0;
+}
+
+bool wtx_publish_deferred(struct wtx *t, bool wait)
+{
+	struct dioshim_seg *seg = t->f->seg;
+
+	if (atomic_load(&seg->epoch) != t->epoch)
+		return true;
+	if (wait) {
+		eof_publish_in_order(seg, t->off, t->end);
+		return true;
+	}
+	return eof_publish_async(seg, t->off, t->end);
+}
