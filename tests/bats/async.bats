@@ -114,7 +114,7 @@ aw_ok() {
 	shim "$AW" aio errors "$F" >"$T/shim"
 	cat "$T/shim"
 	diff "$T/kernel" "$T/shim"
-	[ "$(wc -l <"$T/shim")" -eq 12 ]
+	[ "$(wc -l <"$T/shim")" -eq 14 ]
 }
 
 @test "refused requests and failed completions reach the program as the kernel alone gives them (liburing, fallocate included)" {
@@ -122,7 +122,7 @@ aw_ok() {
 	shim "$AW" uring errors "$F" >"$T/shim"
 	cat "$T/shim"
 	diff "$T/kernel" "$T/shim"
-	[ "$(wc -l <"$T/shim")" -eq 11 ]
+	[ "$(wc -l <"$T/shim")" -eq 14 ]
 	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
 }
 

@@ -33,8 +33,11 @@ describe() {
 # reservation standing after its first write.
 same_as_kernel() {
 	rm -f "$F.shim" "$F.kernel"
-	shim "$HELPERS/t_fops" -d -c "$F.shim" "$@" >"$T/shim" 2>&1
-	DIOSHIM_DISABLE=1 shim "$HELPERS/t_fops" -d -c "$F.kernel" "$@" >"$T/kernel" 2>&1
+	# shellcheck disable=SC2086 # FOPTS: more t_fops options, or none
+	shim "$HELPERS/t_fops" -d ${FOPTS:-} -c "$F.shim" "$@" >"$T/shim" 2>&1
+	# shellcheck disable=SC2086
+	DIOSHIM_DISABLE=1 shim "$HELPERS/t_fops" -d ${FOPTS:-} -c "$F.kernel" \
+		"$@" >"$T/kernel" 2>&1
 	echo "--- under the shim"
 	cat "$T/shim"
 	echo "--- kernel alone"
@@ -120,6 +123,51 @@ same_as_kernel() {
 	same_as_kernel w 0 64K x41 kernel pfa 0 32K size pfa 64K 64K size end \
 		pfa 4M 4K size end r 0 8M w 128K 4K x42 size
 	grep -q '^size = 4198400$' "$T/shim"
+}
+
+@test "fallocate growing the file refused (EFBIG, a mode the kernel does not know), then an append: it lands at the end, as with the kernel alone" {
+	FOPTS=-a same_as_kernel a 64K x41 kernel fa 0 64K 0x7ffffffffffff000 \
+		size a 4K x42 size fa 0x1000 64K 64K size a 4K x43 size end \
+		r 0 1M
+	grep -q '^size = 73728$' "$T/shim"
+}
+
+# The size after "fa 0 64K 8G" (ENOSPC) in t_fops output $1, and the
+# kernel's own size then.
+after_enospc() {
+	awk '/ENOSPC$/ { on = 1; next } on && $1 == "size" { s = $3 }
+	     on && $1 == "kernel" { print s, $3; exit }' "$1"
+}
+
+@test "fallocate growing the file past the free space (ENOSPC): the size it leaves is the kernel's (ext4 keeps what it allocated), and an append goes after it, as with the kernel alone" {
+	local ops=(a 64K x41 fa 0 64K 8G size kernel a 4K x42 size trunc 0)
+	rm -f "$F.k" "$F.s"
+	DIOSHIM_DISABLE=1 shim "$HELPERS/t_fops" -d -a -c "$F.k" "${ops[@]}" \
+		>"$T/kernel" 2>&1
+	rm -f "$F.k"
+	sync
+	shim "$HELPERS/t_fops" -d -a -c "$F.s" "${ops[@]}" >"$T/shim" 2>&1
+	echo "--- kernel alone"
+	cat "$T/kernel"
+	echo "--- under the shim"
+	cat "$T/shim"
+	local ks kk ss sk
+	read -r ks kk <<<"$(after_enospc "$T/kernel")"
+	read -r ss sk <<<"$(after_enospc "$T/shim")"
+	grep -q '^fa 0 65536 8589934592 = -1 ENOSPC$' "$T/shim"
+	if [ "$ks" -eq 65536 ]; then
+		# XFS: a refused fallocate leaves the size alone
+		[ "$ss" -eq 65536 ]
+	else
+		# ext4: the size covers what was allocated, for both
+		[ "$ss" -gt 65536 ] && [ "$ss" -eq "$sk" ]
+	fi
+	# The append: refused (no room), or at the size; never elsewhere.
+	local r sz
+	r=$(awk '$1 == "a" && $2 == 4096 { print $4 }' "$T/shim")
+	sz=$(awk '$1 == "size" { s = $3 } END { print s }' "$T/shim")
+	if [ "$r" = 4096 ]; then [ "$sz" -eq $((ss + 4096)) ]; else [ "$sz" -eq "$ss" ]; fi
+	assert_no_segment "$F.s"
 }
 
 # util-linux fallocate(1), run under the shim by another process while a

@@ -382,6 +382,21 @@ static void run(void)
 
 /* ---- refused requests ------------------------------------------------- */
 
+/* After the refused requests: one O_APPEND write through a descriptor of
+ * its own.  It lands at the size the kernel alone would have, never past
+ * a write that was refused (that would leave a hole). */
+static void append_after(const char *buf)
+{
+	int afd = open(path, O_WRONLY | O_APPEND | O_DIRECT);
+	struct stat st;
+	ssize_t w = afd < 0 ? -1 : write(afd, buf, BLK);
+
+	fstat(fd, &st);
+	printf("append-after write=%zd size=%lld\n", w, (long long)st.st_size);
+	if (afd >= 0)
+		close(afd);
+}
+
 static void aio_errors(void)
 {
 	struct iocb io, *one = &io, *bogus = (struct iocb *)0x10,
@@ -427,6 +442,9 @@ static void aio_errors(void)
 	SUBMIT("write-empty", ctx, 1, &one);
 	io_prep_fdsync(&io, fd);
 	SUBMIT("fdsync", ctx, 1, &one);
+	io_prep_pwrite(&io, fd, buf + 1, BLK, 64 * BLK);
+	SUBMIT("misaligned-past-eof", ctx, 1, &one);
+	append_after(buf);
 	io_destroy(ctx);
 }
 
@@ -470,6 +488,11 @@ static void uring_errors(void)
 	ONE("fallocate-keep", io_uring_prep_fallocate(
 				      s, fd, FALLOC_FL_KEEP_SIZE, 0, 9 * BLK));
 	ONE("fsync", io_uring_prep_fsync(s, fd, IORING_FSYNC_DATASYNC));
+	ONE("misaligned-past-eof",
+	    io_uring_prep_write(s, fd, buf + 1, BLK, 64 * BLK));
+	ONE("fallocate-refused", io_uring_prep_fallocate(s, fd, 0x1000, 0,
+							 80 * BLK));
+	append_after(buf);
 	io_uring_queue_exit(&ring);
 }
 

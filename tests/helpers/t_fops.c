@@ -23,7 +23,7 @@
  *   trunc LEN          ftruncate
  *   ptrunc LEN         truncate(FILE)
  *   fa MODE OFF LEN    fallocate, MODE: 0 or keep,punch,zero,collapse,
- *                      insert,unshare joined by ','
+ *                      insert,unshare or a number, joined by ','
  *   pfa OFF LEN        posix_fallocate (prints the error it returns)
  *   stat | statx       stat(FILE) / statx(FILE) st_size
  *   fsync | close | reopen
@@ -114,8 +114,14 @@ static int fa_mode(const char *s)
 			mode |= FALLOC_FL_INSERT_RANGE;
 		else if (!strcmp(word, "unshare"))
 			mode |= FALLOC_FL_UNSHARE_RANGE;
-		else if (strcmp(word, "0"))
-			exit(2);
+		else if (strcmp(word, "0")) {
+			char *e;
+			long v = strtol(word, &e, 0); /* a raw mode */
+
+			if (*e || !v)
+				exit(2);
+			mode |= (int)v;
+		}
 		s += n;
 		if (*s == ',')
 			s++;
