@@ -8,11 +8,14 @@
 #   sudo bench/ab.sh ddc36b8
 #   sudo MODES="counter append" WRITERS=8 SECS=2 REPS=3 bench/ab.sh REV
 #   sudo MODES=overwrite bench/ab.sh REV   (random rewrites of a written file)
+#   sudo MODES="aio uring" bench/ab.sh REV  (a new file written in order
+#        through libaio or liburing at queue depth 16, ASYNC_BLOCKS writes;
+#        tests/helpers/asyncwrite.c, one process: WRITERS does not apply)
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 REV=${1:?usage: bench/ab.sh REV}
 : "${MODES:=counter append}" "${WRITERS:=8}" "${SECS:=2}" "${REPS:=3}"
-: "${FSTYPES:=ext4 xfs}"
+: "${FSTYPES:=ext4 xfs}" "${ASYNC_BLOCKS:=40000}"
 export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-ab-$$.registry
 # shellcheck source=../tests/lib/scratchfs.sh
 source "$TOP/tests/lib/scratchfs.sh"
@@ -27,9 +30,31 @@ cleanup() {
 trap cleanup EXIT
 git -C "$TOP" worktree add -q --detach "$OLD" "$REV"
 make -s -C "$OLD" -j2 >/dev/null
-make -s -C "$TOP" -j2 all "$TOP/build/appendbench" >/dev/null
+make -s -C "$TOP" -j2 all "$TOP/build/appendbench" \
+	"$TOP/build/tests/helpers/asyncwrite" >/dev/null
 export DIOSHIM_SHM_DIR=$SHM
 BENCH=$TOP/build/appendbench
+ASYNCWRITE=$TOP/build/tests/helpers/asyncwrite
+TIMES=$SHM/time
+
+# One run of MODE with T writers on file F under RUN...: prints
+# "iops cpu_us_per_write".  The asynchronous writer reports no CPU: it
+# is timed (user + system) by the shell.
+one_run() {
+	local mode=$1 t=$2 f=$3 out
+	shift 3
+	case $mode in
+	aio | uring)
+		out=$( { TIMEFORMAT='%3U %3S'; time "$@" "$ASYNCWRITE" \
+			"$mode" seq "$f" "$ASYNC_BLOCKS" 16; } 2>"$TIMES")
+		[ "$(field bad "$out")" = 0 ] || { echo "$out" >&2; exit 1; }
+		echo "$(field iops "$out") $(awk -v n="$ASYNC_BLOCKS" \
+			'{ printf "%.2f", ($1 + $2) * 1e6 / n }' "$TIMES")" ;;
+	*)
+		out=$("$@" "$BENCH" run -m "$mode" -t "$t" -s "$SECS" "$f")
+		echo "$(field iops "$out") $(field cpu_us_per_op "$out")" ;;
+	esac
+}
 declare -A mi=() mc=()
 
 # shellcheck source=lib.sh
@@ -57,10 +82,10 @@ for fs in $FSTYPES; do
 					old) run=("$OLD/build/dioshim") ;;
 					new) run=("$TOP/build/dioshim") ;;
 					esac
-					out=$("${run[@]}" "$BENCH" run -m "$mode" \
-						-t "$t" -s "$SECS" "$f")
-					iops[$side]+="$(field iops "$out") "
-					cpu[$side]+="$(field cpu_us_per_op "$out") "
+					read -r i c < <(one_run "$mode" "$t" \
+						"$f" "${run[@]}")
+					iops[$side]+="$i "
+					cpu[$side]+="$c "
 					[ "$f" = "$ow" ] || rm -f "$f"
 				done
 			done
