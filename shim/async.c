@@ -447,6 +447,26 @@ void async_poll_slow(void)
 	errno = saved;
 }
 
+/* publish_poll: an append waits for a queued write ahead of it.  Not
+ * under async_lock (the sync path never holds it); a thread that does,
+ * or another one at it, reads the rings itself. */
+static void poll_try(void)
+{
+	int saved = errno;
+
+	if (!atomic_load_explicit(&async_pending, memory_order_acquire) ||
+	    pthread_mutex_trylock(&async_lock))
+		return;
+	scan_locked();
+	pthread_mutex_unlock(&async_lock);
+	errno = saved;
+}
+
+__attribute__((constructor)) static void async_register(void)
+{
+	publish_poll = poll_try;
+}
+
 /* ---- preparing a batch of queued requests ------------------------------ */
 
 /* A batch holds, per file it writes, the in-flight count (a size change
@@ -524,11 +544,18 @@ static struct shim_file *served_writer(int fd, struct ofd **op)
 	return f;
 }
 
+/* What a queued write asks for: its length, and the OR of its buffers'
+ * addresses and of their lengths, empty ones left out (wtx_refused). */
+struct span {
+	uint64_t len, base_or, len_or;
+};
+
 /* A queued request's transaction, claimed and tracked on r; NULL if the
  * batch cannot hold it (the request then goes as issued). */
 static struct aop *aop_claim(struct batch *b, struct aring *r,
 			     struct shim_file *f, int fd, uint64_t key,
-			     enum wtx_kind kind, uint64_t off, uint64_t len)
+			     enum wtx_kind kind, uint64_t off, uint64_t len,
+			     unsigned how)
 {
 	struct held *h = batch_hold(b, f, fd);
 	struct aop *a = h ? aop_new() : NULL;
@@ -538,7 +565,7 @@ static struct aop *aop_claim(struct batch *b, struct aring *r,
 		return NULL;
 	}
 	wtx_claim(&a->t, f, fd, kind, off, len,
-		  WTX_QUEUED | (h->exact ? WTX_EXACT_HELD : 0));
+		  how | WTX_QUEUED | (h->exact ? WTX_EXACT_HELD : 0));
 	if (a->t.res == RESERVE_EXACT)
 		h->exact = true; /* the kernel extends; phys re-read after */
 	aop_pin(a, f);
@@ -555,27 +582,37 @@ static struct aop *aop_claim(struct batch *b, struct aring *r,
  * request must be rewritten to write there, positionally.
  */
 static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
-				 uint64_t key, uint64_t off, uint64_t len,
-				 int rwf, bool *append_out)
+				 uint64_t key, uint64_t off,
+				 const struct span *sp, int rwf, unsigned how,
+				 bool *append_out)
 {
 	struct ofd *o;
 	struct shim_file *f = served_writer(fd, &o);
+	uint64_t len = sp->len;
+	uint32_t flags;
 	struct aop *a;
 	bool append;
 
 	*append_out = false;
 	if (!f || !len || len > INT_MAX)
 		return NULL;
-	append = ((atomic_load_explicit(&o->flags, memory_order_relaxed) &
-		   O_APPEND) ||
-		  (rwf & RWF_APPEND_)) &&
+	flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	append = ((flags & O_APPEND) || (rwf & RWF_APPEND_)) &&
 		 !(rwf & RWF_NOAPPEND);
 	if (!append && (off > (uint64_t)INT64_MAX - len))
 		return NULL;
 	if (rwf & RWF_NOWAIT)
 		return NULL; /* the kernel's answer stands, whatever it is */
+	/* One the kernel will refuse holds nothing: an append is made at
+	 * the tail without moving it (the kernel refuses it at submission
+	 * or at completion, and appends claimed meanwhile must not be left
+	 * past a hole). */
+	if (wtx_refused(f, flags & O_DIRECT,
+			append ? atomic_load(&f->seg->tail) : off, len,
+			sp->base_or, sp->len_or))
+		how |= WTX_REFUSED;
 	a = aop_claim(b, r, f, fd, key, append ? WTX_APPEND : WTX_AT, off,
-		      len);
+		      len, how);
 	if (!a)
 		return NULL;
 	/* Inside the reservation a trim could cut it while in flight; past
@@ -615,9 +652,9 @@ static bool prepare_sync(int fd, bool datasync)
 
 /* ---- libaio -------------------------------------------------------------- */
 
-/* The bytes an iovec array asks for; false when the kernel will refuse
- * it (it then answers for itself). */
-static bool iov_sum(const struct iovec *iov, long cnt, uint64_t *len)
+/* The span of an iovec array; false when the kernel will refuse it (it
+ * then answers for itself). */
+static bool iov_sum(const struct iovec *iov, long cnt, struct span *sp)
 {
 	struct iovec v[64];
 	uint64_t sum = 0;
@@ -625,19 +662,32 @@ static bool iov_sum(const struct iovec *iov, long cnt, uint64_t *len)
 
 	if (cnt <= 0 || cnt > IOV_MAX)
 		return false;
+	sp->base_or = sp->len_or = 0;
 	for (i = 0; i < cnt; i++) {
+		const struct iovec *e = &v[i % 64];
+
 		if (i % 64 == 0 &&
 		    !copy_in(v, iov + i,
 			     (size_t)(cnt - i < 64 ? cnt - i : 64) * sizeof(*v)))
 			return false;
-		if (v[i % 64].iov_len > (size_t)SSIZE_MAX - sum)
+		if (e->iov_len > (size_t)SSIZE_MAX - sum)
 			return false;
-		sum += v[i % 64].iov_len;
+		sum += e->iov_len;
+		if (e->iov_len) { /* the kernel skips an empty one */
+			sp->base_or |= (uintptr_t)e->iov_base;
+			sp->len_or |= e->iov_len;
+		}
 	}
-	*len = sum;
+	sp->len = sum;
 	return true;
 }
 
+/* The span of one buffer. */
+static bool buf_span(uint64_t base, uint64_t len, struct span *sp)
+{
+	*sp = (struct span){ .len = len, .base_or = base, .len_or = len };
+	return true;
+}
 
 static bool aio_is_write(const struct iocb *io)
 {
@@ -645,15 +695,11 @@ static bool aio_is_write(const struct iocb *io)
 	       io->aio_lio_opcode == IO_CMD_PWRITEV;
 }
 
-static bool aio_len(const struct iocb *io, uint64_t *len)
+static bool aio_span(const struct iocb *io, struct span *sp)
 {
-	const struct iovec *iov = io->u.v.vec;
-
-	if (io->aio_lio_opcode == IO_CMD_PWRITE) {
-		*len = io->u.c.nbytes;
-		return true;
-	}
-	return iov_sum(iov, io->u.v.nr, len);
+	if (io->aio_lio_opcode == IO_CMD_PWRITE)
+		return buf_span((uintptr_t)io->u.c.buf, io->u.c.nbytes, sp);
+	return iov_sum(io->u.v.vec, io->u.v.nr, sp);
 }
 
 /*
@@ -779,7 +825,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		ring_scan(r);
 	for (i = 0; i < take; i++) {
 		struct iocb *io = iocbs[i];
-		uint64_t len;
+		struct span sp;
 		bool append;
 
 		ops[i] = NULL;
@@ -799,14 +845,14 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 			}
 			continue;
 		}
-		if (!aio_is_write(io) || !aio_len(io, &len) ||
+		if (!aio_is_write(io) || !aio_span(io, &sp) ||
 		    (!(io->aio_rw_flags & RWF_APPEND_) &&
 		     io->u.c.offset < 0))
 			continue;
 		ops[i] = prepare_write(&b, r, io->aio_fildes,
 				       (uint64_t)(uintptr_t)io,
-				       (uint64_t)io->u.c.offset, len,
-				       (int)io->aio_rw_flags, &append);
+				       (uint64_t)io->u.c.offset, &sp,
+				       (int)io->aio_rw_flags, 0, &append);
 		if (ops[i] && append) {
 			io->u.c.offset = (long long)ops[i]->t.off;
 			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
@@ -1027,15 +1073,12 @@ static int uring_fd(struct aring *r, const struct io_uring_sqe *s)
 	return r->files[s->fd];
 }
 
-static bool uring_len(const struct io_uring_sqe *s, uint64_t *len)
+static bool uring_span(const struct io_uring_sqe *s, struct span *sp)
 {
-	const struct iovec *iov = (const struct iovec *)(uintptr_t)s->addr;
-
-	if (s->opcode != IORING_OP_WRITEV) {
-		*len = s->len;
-		return true;
-	}
-	return iov_sum(iov, (long)s->len, len);
+	if (s->opcode != IORING_OP_WRITEV)
+		return buf_span(s->addr, s->len, sp);
+	return iov_sum((const struct iovec *)(uintptr_t)s->addr, (long)s->len,
+		       sp);
 }
 
 /* Whether any queued entry may be the shim's: no lock, so a program
@@ -1079,7 +1122,7 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0 ||
 	    end <= atomic_load(&f->seg->eof))
 		return; /* no size the application sees changes */
-	a = aop_claim(b, r, f, fd, s->user_data, WTX_GROW, off, len);
+	a = aop_claim(b, r, f, fd, s->user_data, WTX_GROW, off, len, 0);
 	if (a && a->t.res == RESERVE_OK)
 		s->len |= FALLOC_FL_KEEP_SIZE; /* inside the reservation */
 }
@@ -1094,15 +1137,18 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 static void uring_prepare(struct batch *b, struct io_uring *ring,
 			  struct aring *r)
 {
+	bool link = false; /* the entry before was linked to the next */
 	unsigned i;
 
 	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
 		struct io_uring_sqe *s = uring_sqe(ring, i);
-		uint64_t len;
+		bool linked = link;
+		struct span sp;
 		bool append;
 		struct aop *a;
 		int fd = uring_fd(r, s);
 
+		link = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
 		if (fd < 0)
 			continue;
 		if (s->opcode == IORING_OP_FSYNC) {
@@ -1115,12 +1161,15 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			prepare_fallocate(b, r, s, fd);
 			continue;
 		}
-		if (!uring_is_write(s->opcode) || !uring_len(s, &len))
+		if (!uring_is_write(s->opcode) || !uring_span(s, &sp))
 			continue;
 		/* off -1: the file position, which the shim does not follow
 		 * for io_uring; only an append ignores it */
-		a = prepare_write(b, r, fd, s->user_data, s->off, len,
-				  (int)s->rw_flags, &append);
+		/* Behind a link, it may be cancelled (-ECANCELED): it holds
+		 * nothing an append could be left past. */
+		a = prepare_write(b, r, fd, s->user_data, s->off, &sp,
+				  (int)s->rw_flags, linked ? WTX_NOHOLD : 0,
+				  &append);
 		if (!a)
 			continue;
 		if (append) {
@@ -1214,14 +1263,14 @@ static void uring_write_skipped(struct io_uring *ring)
 		struct ofd *o = NULL;
 		struct shim_file *f;
 		int fd, busy, saved;
-		uint64_t len;
+		struct span sp;
 		ssize_t ret;
 
 		chained = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
 		/* Nothing after a drain may start before it is done. */
 		drained |= s->flags & IOSQE_IO_DRAIN;
 		if (!(s->flags & IOSQE_CQE_SKIP_SUCCESS) || inside || drained ||
-		    !uring_plain_write(ring, s) || !uring_len(s, &len) ||
+		    !uring_plain_write(ring, s) || !uring_span(s, &sp) ||
 		    !nop_injects())
 			continue;
 		busy = io_busy;
@@ -1259,7 +1308,7 @@ static void uring_write_skipped(struct io_uring *ring)
 		errno = saved;
 		s->opcode = IORING_OP_NOP;
 		/* A short write completes even when success is skipped. */
-		if (ret >= 0 && (uint64_t)ret < len)
+		if (ret >= 0 && (uint64_t)ret < sp.len)
 			s->flags &= (__u8)~IOSQE_CQE_SKIP_SUCCESS;
 		s->fd = -1;
 		s->off = 0;

@@ -222,6 +222,51 @@ static void append_done_position(struct ofd *o, int fd, ssize_t ret,
 	pthread_mutex_unlock(&o->pos_lock);
 }
 
+static bool user_span(const void *base, size_t n)
+{
+	return (uintptr_t)base < USER_TOP && n <= USER_TOP - (uintptr_t)base;
+}
+
+/*
+ * Whether the kernel takes this write at off (an append: the tail) as it
+ * takes the rest (wtx_sure), its buffers all in the user's range; and,
+ * in *refused unless NULL, whether it surely refuses it (wtx_refused).
+ * An append it may refuse goes alone (append_alone): claimed beside
+ * others, a refusal would leave theirs past a hole the kernel alone never
+ * makes.  One from a signal handler cannot wait for that: one the kernel
+ * will refuse is made at the tail, taking nothing.
+ */
+static bool write_sure(struct shim_file *f, uint32_t flags,
+		       const struct io_req *r, uint64_t off, uint64_t len,
+		       bool *refused)
+{
+	uint64_t base_or = 0, len_or = 0;
+	int i;
+
+	if (refused)
+		*refused = false;
+	if (r->kind == IO_PLAIN || r->kind == IO_P) {
+		if (!user_span(r->buf, len))
+			return false;
+		base_or = (uintptr_t)r->buf;
+		len_or = len;
+	} else {
+		for (i = 0; i < r->iovcnt; i++) {
+			if (!r->iov[i].iov_len)
+				continue; /* the kernel skips it */
+			if (!user_span(r->iov[i].iov_base, r->iov[i].iov_len))
+				return false;
+			base_or |= (uintptr_t)r->iov[i].iov_base;
+			len_or |= r->iov[i].iov_len;
+		}
+	}
+	if (refused)
+		*refused = wtx_refused(f, flags & O_DIRECT, off, len, base_or,
+				       len_or);
+	return wtx_sure(f, flags & O_DIRECT, req_rwf(r), off, len, base_or,
+			len_or);
+}
+
 /*
  * A write made from a signal handler that interrupted this thread inside
  * the shim: it may hold the position lock, ext_lock or a barrier, so this
@@ -234,6 +279,7 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 	struct shim_file *f = atomic_load(&o->file);
 	bool positional = req_positional(r);
 	int saved = errno, err;
+	bool refused = false;
 	uint64_t off = 0;
 	struct wtx t;
 	ssize_t ret;
@@ -243,8 +289,14 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 
 		off = pos < 0 ? 0 : (uint64_t)pos;
 	}
+	/* An append the kernel will refuse is made at the tail, holding
+	 * nothing: claimed, its refusal would leave a hole behind the
+	 * appends after it. */
+	if (append)
+		write_sure(f, atomic_load(&o->flags), r,
+			   atomic_load(&f->seg->tail), len, &refused);
 	wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
-		  WTX_REENTRANT);
+		  WTX_REENTRANT | (refused ? WTX_REFUSED : 0));
 	ret = append ? real_write_at(r, t.off) : real_write_call(r);
 	err = errno;
 	wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
@@ -285,46 +337,6 @@ static ssize_t write_as_is(struct dioshim_seg *seg, const struct io_req *r,
 	ret = real_write_call(r);
 	*err = errno;
 	return ret;
-}
-
-static bool span_aligned(const void *base, size_t n, uint64_t mem,
-			 uint64_t blk)
-{
-	return (uintptr_t)base % mem == 0 && n % blk == 0 &&
-	       (uintptr_t)base < USER_TOP && n <= USER_TOP - (uintptr_t)base;
-}
-
-/*
- * Whether the kernel takes this append as it takes the rest — a buffered
- * one, or a direct one aligned as the file asks, at an aligned tail, with
- * flags every kernel that has RWF_NOAPPEND knows — so that it may run
- * beside the others.  One it may refuse goes alone (append_alone): claimed
- * beside others, a refusal would leave theirs past a hole the kernel alone
- * never makes.  Only the kernel says what it refuses, and in which order:
- * this decides the path, never the answer.
- */
-static bool append_certain(struct shim_file *f, uint32_t flags,
-			   const struct io_req *r, uint64_t len)
-{
-	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT |
-			  RWF_APPEND;
-	uint64_t mem = dio_mem_align(f), blk = dio_off_align(f);
-	int i;
-
-	if (req_rwf(r) & ~known)
-		return false;
-	if (!(flags & O_DIRECT))
-		return true;
-	if (len % blk || atomic_load_explicit(&f->seg->tail,
-					      memory_order_relaxed) % blk)
-		return false;
-	if (r->kind == IO_PLAIN || r->kind == IO_P)
-		return span_aligned(r->buf, len, mem, blk);
-	for (i = 0; i < r->iovcnt; i++)
-		if (!span_aligned(r->iov[i].iov_base, r->iov[i].iov_len, mem,
-				  blk))
-			return false;
-	return true;
 }
 
 /*
@@ -423,7 +435,10 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	if (append)
 		async_settle();
 	guard_enter(&g, true);
-	if (append && !append_certain(f, flags, r, len) &&
+	if (append &&
+	    !write_sure(f, flags, r,
+			atomic_load_explicit(&seg->tail, memory_order_relaxed),
+			len, NULL) &&
 	    !atomic_load_explicit(&seg->exact, memory_order_relaxed)) {
 		if (nowait) {
 			/* Going alone waits for the file's writes: that is

@@ -453,13 +453,15 @@ void reserve_resync(struct shim_file *f, int fd)
  * has seen succeed is in the size it sees next — however slow the write
  * before it.  Only an appender killed between claiming and publishing
  * holds the others back for good: every APPEND_WAIT_NS a waiter looks for
- * a dead process with writes still counted in flight, and only then
- * publishes past (the range it claimed reads as zeros, the one trace of
- * it).  APPEND_GIVE_UP_NS bounds the wait when that trace is gone too (a
- * new process took the dead one's slot).
+ * a dead process with writes still counted in flight, or, when that trace
+ * is gone too (a new process took the dead one's slot), for the absence
+ * of any live writer that is not itself waiting here; only then does it
+ * publish past (the range claimed reads as zeros, the one trace of it).
+ * No clock decides it: a live writer is waited for however slow.
  */
 #define APPEND_WAIT_NS 2000000000ull
-#define APPEND_GIVE_UP_NS 120000000000ull
+
+void (*publish_poll)(void);
 #define DONE_FILLING UINT64_MAX /* a done entry being filled in */
 
 /* eof from at or past off on to end; false if eof is still below off. */
@@ -573,28 +575,50 @@ static uint64_t ns_since(const struct timespec *t0)
 	       (uint64_t)t.tv_nsec - (uint64_t)t0->tv_nsec;
 }
 
-/* Waited APPEND_WAIT_NS more: whether to stop waiting (a dead writer, or
- * APPEND_GIVE_UP_NS in all); the clock starts over. */
-static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
-		    uint64_t *waited)
+/* Whether a live process has a write in flight that is not an append
+ * waiting here: one that may yet publish what holds the waiters back. */
+static bool live_writer_working(struct dioshim_seg *seg)
 {
-	*waited += ns_since(t0);
-	clock_gettime(CLOCK_MONOTONIC, t0);
-	return dead_writer_in_flight(seg) || *waited > APPEND_GIVE_UP_NS;
+	int i, j, n = seg_slots(seg);
+
+	for (i = 0; i < n; i++) {
+		struct dioshim_slot *s = &seg->slot[i];
+		uint64_t o = atomic_load(&s->owner.pid_start);
+		uint64_t c = atomic_load(&s->async_inflight);
+
+		for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++)
+			c += atomic_load(&s->shard[j].inflight);
+		if (c > atomic_load(&s->publish_waiting) && o &&
+		    owner_alive_in(seg->hint_key, o, s->owner.pidns))
+			return true;
+	}
+	return false;
 }
 
-bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
+/* Waited APPEND_WAIT_NS more: whether to stop waiting (the writer that
+ * holds us back is gone); the clock starts over. */
+static bool stalled(struct dioshim_seg *seg, struct timespec *t0)
+{
+	clock_gettime(CLOCK_MONOTONIC, t0);
+	return dead_writer_in_flight(seg) || !live_writer_working(seg);
+}
+
+bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			  uint64_t end)
 {
 	struct timespec t0, slice = { 0, 10000000 };
 	struct dioshim_done *mine = NULL;
-	uint64_t before = atomic_load(&seg->eof), waited = 0;
+	uint64_t before = atomic_load(&seg->eof);
+	_Atomic uint64_t *waiting =
+		slot >= 0 ? &seg->slot[slot].publish_waiting : NULL;
 	uint32_t seq;
 
 	if (advance_from(seg, off, end)) {
 		drain_done(seg);
 		return end > before;
 	}
+	if (waiting)
+		atomic_fetch_add(waiting, 1);
 	/* Not next: leave the range for whoever gets eof to off. */
 	mine = done_put(seg, off, end);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -616,7 +640,7 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			}
 			continue; /* a helper is carrying it */
 		}
-		if (ns_since(&t0) > APPEND_WAIT_NS && stalled(seg, &t0, &waited)) {
+		if (ns_since(&t0) > APPEND_WAIT_NS && stalled(seg, &t0)) {
 			uint64_t want = end;
 
 			log_msg("append at %llu: an earlier append's writer "
@@ -629,6 +653,11 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 			drain_done(seg);
 			break;
 		}
+		/* A write ahead of ours may be a queued one of this
+		 * process, done but not yet reaped: its completion is read
+		 * here, not waited for from the application. */
+		if (publish_poll)
+			publish_poll();
 		if (mine) {
 			/* Woken by whoever takes our range. */
 			if (atomic_load(&seg->eof) < end &&
@@ -644,6 +673,8 @@ bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
 				&slice, NULL, 0);
 		atomic_fetch_sub(&seg->publish_waiters, 1);
 	}
+	if (waiting)
+		atomic_fetch_sub(waiting, 1);
 	return end > before;
 }
 

@@ -135,9 +135,10 @@ static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
  * eof = end for an append that wrote [off, end) (the range it claimed
  * from the tail), once every append before it is done: a size never
  * covers an append still in flight.  Returns when eof covers [off, end).
- * True if this call moved eof.
+ * True if this call moved eof.  slot: the caller's (-1: none), where it
+ * is counted as waiting, not working, while it waits.
  */
-bool eof_publish_in_order(struct dioshim_seg *seg, uint64_t off,
+bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			  uint64_t end);
 
 /*
@@ -177,6 +178,14 @@ static inline void word_max(_Atomic uint64_t *w, uint64_t v)
 						      memory_order_relaxed))
 		;
 }
+
+/*
+ * Set by async.c: read the completions this process's queued writes have
+ * posted, unless another of its threads is at it (it never waits), so
+ * that an append behind one of them waits for the kernel, never for the
+ * application to reap it.
+ */
+extern void (*publish_poll)(void);
 
 /* tail = max(tail, end), for writes at explicit offsets. */
 static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)

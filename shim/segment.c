@@ -93,6 +93,7 @@ static void slot_reset(struct dioshim_slot *s)
 	for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
 		atomic_store(&s->shard[i].inflight, 0);
 	atomic_store(&s->async_inflight, 0);
+	atomic_store(&s->publish_waiting, 0);
 }
 
 bool async_in_flight(struct dioshim_seg *seg)

@@ -8,9 +8,44 @@
 
 #include "config.h"
 #include "prefill.h"
+#include "io.h"
 #include "sys.h"
 
 #include <stdint.h>
+
+bool wtx_sure(const struct shim_file *f, bool direct, int rwf, uint64_t off,
+	      uint64_t len, uint64_t base_or, uint64_t len_or)
+{
+	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT |
+			  RWF_APPEND | RWF_NOAPPEND;
+	uint64_t blk = dio_off_align(f);
+
+	if (rwf & ~known)
+		return false;
+	return !direct || ((off | len | len_or) % blk == 0 &&
+			   base_or % dio_mem_align(f) == 0);
+}
+
+bool wtx_refused(const struct shim_file *f, bool direct, uint64_t off,
+		 uint64_t len, uint64_t base_or, uint64_t len_or)
+{
+	return direct && f->dio_off_align && f->dio_mem_align &&
+	       ((off | len | len_or) % f->dio_off_align ||
+		base_or % f->dio_mem_align);
+}
+
+/* Hold [.., t->end) in the tail for a write at its own offset: the tail
+ * it found, in t->held_from. */
+static void tail_hold(struct wtx *t)
+{
+	_Atomic uint64_t *tail = &t->f->seg->tail;
+	uint64_t cur = atomic_load(tail);
+
+	do
+		t->held_from = cur < t->end ? cur : t->end;
+	while (cur < t->end &&
+	       !atomic_compare_exchange_weak(tail, &cur, t->end));
+}
 
 /* The append's offset, or why it has none. */
 static enum wtx_claimed claim_append(struct wtx *t, int fd, uint64_t len)
@@ -55,6 +90,7 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 	t->f = f;
 	t->kind = kind;
 	t->how = how;
+	t->held_from = UINT64_MAX;
 	t->res = RESERVE_OK;
 	t->epoch = atomic_load(&seg->epoch);
 	if ((how & WTX_NOWAIT) && f->fs_bit == CONFIG_FS_EXT4 &&
@@ -64,14 +100,29 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 		 * the file (ext4_dio_write_checks: that needs the inode lock
 		 * exclusive); so does the shim, though it could do it. */
 		return WTX_AGAIN;
-	if (kind == WTX_APPEND)
+	if (kind == WTX_APPEND && (how & WTX_REFUSED)) {
+		/* Where the kernel alone would try it; a refusal there
+		 * leaves nothing for the appends after it to pass over. */
+		t->kind = kind = WTX_AT;
+		off = atomic_load(&seg->tail);
+	} else if (kind == WTX_APPEND) {
 		return claim_append(t, fd, len);
+	}
 
 	t->off = off;
 	/* A range past the largest size: the kernel refuses it. */
 	t->end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
 	if (t->end == off || (how & WTX_REENTRANT))
 		return WTX_GO;
+	/* A queued write past the tail holds its range there while in
+	 * flight: an append the program makes once io_submit returned must
+	 * land after it (ext4 alone makes an extending one inside the
+	 * call).  A call holds nothing: an append racing it is a race with
+	 * the kernel alone too, and one killed in it must leave the next
+	 * append at the size. */
+	if (kind == WTX_AT && (how & WTX_QUEUED) &&
+	    !(how & (WTX_REFUSED | WTX_NOHOLD | WTX_NOWAIT)))
+		tail_hold(t);
 	phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
 	if (t->end > phys) {
 		if (how & WTX_NOWAIT)
@@ -97,6 +148,7 @@ void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 	t->f = f;
 	t->kind = WTX_APPEND;
 	t->how = 0;
+	t->held_from = UINT64_MAX;
 	t->res = locked ? RESERVE_EXACT : RESERVE_UNLOCKED;
 	t->epoch = atomic_load(&seg->epoch);
 	t->off = atomic_fetch_add(&seg->tail, len);
@@ -141,9 +193,24 @@ int wtx_settle(struct wtx *t, int fd, int64_t res)
 	}
 	/* The tail covers what was written before ext_lock goes: an append
 	 * past the reservation, next in line for the lock, must not land
-	 * on it. */
-	if (t->kind != WTX_APPEND && reach > t->off)
+	 * on it.  A held range it did not write goes back, unless a later
+	 * claim stands past it (the tail moved on). */
+	if (t->held_from < t->end) {
+		/* Never below what others made the size meanwhile (a write
+		 * inside the held range, done): an append must not land on
+		 * it. */
+		uint64_t back = reach > t->off && reach > t->held_from
+					? reach
+					: t->held_from,
+			 eof = atomic_load(&seg->eof), want = t->end;
+
+		if (back < eof)
+			back = eof;
+		if (back < t->end)
+			atomic_compare_exchange_strong(&seg->tail, &want, back);
+	} else if (t->kind != WTX_APPEND && reach > t->off) {
 		tail_advance(seg, reach);
+	}
 	/* ext_lock goes before the wait: an append waiting for an earlier
 	 * one must not hold what that one needs. */
 	if (t->res == RESERVE_EXACT &&
@@ -168,7 +235,7 @@ int wtx_settle(struct wtx *t, int fd, int64_t res)
 		if (!eof_publish_async(seg, t->off, reach))
 			return WTX_DEFERRED;
 	} else {
-		moved = eof_publish_in_order(seg, t->off, reach);
+		moved = eof_publish_in_order(seg, t->f->slot, t->off, reach);
 	}
 	return moved ? WTX_MOVED : 0;
 }
@@ -180,7 +247,7 @@ bool wtx_publish_deferred(struct wtx *t, bool wait)
 	if (atomic_load(&seg->epoch) != t->epoch)
 		return true;
 	if (wait) {
-		eof_publish_in_order(seg, t->off, t->end);
+		eof_publish_in_order(seg, t->f->slot, t->off, t->end);
 		return true;
 	}
 	return eof_publish_async(seg, t->off, t->end);

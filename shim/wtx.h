@@ -8,6 +8,15 @@
  *  - an append takes its offset from the tail; a write at its own offset
  *    moves the tail only by what the kernel wrote, never by a claim that
  *    may fail (a refused write must not push the next append's offset);
+ *  - a queued write at its own offset past the tail holds its range in
+ *    the tail while in flight (an append made after io_submit returned
+ *    must not land on it), and gives back what it did not write when
+ *    nothing was claimed past it since;
+ *  - a queued append, or one from a signal handler, that the kernel is
+ *    sure to refuse (misaligned for O_DIRECT where statx gave the
+ *    alignment) takes the tail's offset without moving it, so that the
+ *    refusal leaves no hole behind the appends that come after it; one
+ *    it may refuse or not is claimed like any (a call goes alone, io.c);
  *  - a failed or short append gives back what it did not write, and
  *    publishes past its own data only when a later claim stands there
  *    (the size must pass over it to reach that one);
@@ -39,11 +48,17 @@ enum wtx_kind {
 #define WTX_QUEUED 4u /* libaio, io_uring: settled by whoever reaps */
 #define WTX_EXACT_HELD 8u /* a batch holds ext_lock (RESERVE_EXACT) */
 #define WTX_DIRECT 16u /* O_DIRECT: an unaligned tail is refused */
+#define WTX_REFUSED 32u /* the kernel will refuse it (wtx_refused):
+			 * hold nothing a later claim could land past */
+#define WTX_NOHOLD 64u /* queued behind another that may fail (an
+			* io_uring link): hold nothing in the tail */
 
 struct wtx {
 	struct shim_file *f;
 	uint64_t off, end; /* the range claimed */
 	uint64_t epoch; /* seg->epoch at the claim */
+	uint64_t held_from; /* the tail before an AT write held its range
+			     * (== end: nothing held) */
 	enum wtx_kind kind;
 	enum reserve_result res; /* RESERVE_EXACT: ext_lock held */
 	unsigned how;
@@ -61,6 +76,25 @@ static inline uint64_t dio_mem_align(const struct shim_file *f)
 	return f->dio_mem_align ? f->dio_mem_align : 512;
 }
 
+/*
+ * Whether the kernel surely takes a write of len bytes at off (an
+ * append: the tail) to f as it takes the rest: buffered, or direct and
+ * aligned as the file asks, with flags every kernel that has
+ * RWF_NOAPPEND knows.  base_or and len_or: the OR of its non-empty
+ * buffers' addresses and of their lengths (each must be aligned).  Only
+ * the kernel says what it refuses: this and wtx_refused decide what a
+ * write holds, never its answer.
+ */
+bool wtx_sure(const struct shim_file *f, bool direct, int rwf, uint64_t off,
+	      uint64_t len, uint64_t base_or, uint64_t len_or);
+
+/* Whether the kernel surely refuses it: a direct write misaligned where
+ * statx gave the file's alignment (ext4 and XFS refuse it, EINVAL; where
+ * it gave none, as for ext4 data=journal or tmpfs, the kernel may take
+ * it buffered). */
+bool wtx_refused(const struct shim_file *f, bool direct, uint64_t off,
+		 uint64_t len, uint64_t base_or, uint64_t len_or);
+
 enum wtx_claimed {
 	WTX_GO, /* write [off, end) */
 	WTX_AGAIN, /* RWF_NOWAIT would wait: EAGAIN, nothing claimed */
@@ -72,6 +106,9 @@ enum wtx_claimed {
  * Claim len bytes for a write of kind (at off, unless an append) to f
  * through fd: the append's offset, a reservation covering the range, or
  * the holes under it filled.  len > 0; f->seg is the segment entered.
+ * An append with WTX_REFUSED becomes a write at the tail's offset
+ * (t->kind WTX_AT, t->off): it is made there, positionally, holding
+ * nothing.
  */
 enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 			   enum wtx_kind kind, uint64_t off, uint64_t len,

@@ -34,7 +34,7 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 3u
+#define DIOSHIM_LAYOUT_VERSION 4u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
@@ -124,7 +124,9 @@ struct dioshim_slot {
 	DIOSHIM_ATOMIC(uint64_t) prefills; /* chunks prefilled */
 	/* asynchronous writes submitted, their completion not yet seen */
 	DIOSHIM_ATOMIC(uint64_t) async_inflight;
-	uint64_t pad;
+	/* of those writes, appends waiting for the ones before them to be
+	 * published (eof_publish_in_order): not working on anything */
+	DIOSHIM_ATOMIC(uint64_t) publish_waiting;
 	struct dioshim_shard shard[DIOSHIM_SLOT_SHARDS];
 } __attribute__((aligned(DIOSHIM_CACHELINE)));
 

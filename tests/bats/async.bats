@@ -126,6 +126,46 @@ aw_ok() {
 	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
 }
 
+@test "a queued write past the end, then an append before it is reaped: the append lands after it, as behind ext4's kernel alone" {
+	local e
+	for e in aio uring; do
+		run shim "$AW" "$e" past-then-append "$F"
+		echo "$e dioshim: $output"
+		[ "$output" = "size=1052672 at0=A at1m=B" ]
+		[ "$(real_size "$F")" -eq 1052672 ]
+	done
+	# The control where the kernel alone is certain: ext4 makes an
+	# extending libaio write before io_submit returns (XFS and io_uring
+	# let the append race it).
+	run noshim "$AW" aio past-then-append "$F.k"
+	echo "aio kernel: $output"
+	[ "$FS_TYPE" != ext4 ] || [ "$output" = "size=1052672 at0=A at1m=B" ]
+}
+
+@test "queued appends with a flag the shim does not know (RWF_DONTCACHE), four per submission: every record once (the kernel alone's errors where it refuses the flag)" {
+	local e
+	for e in aio uring; do
+		noshim "$AW" "$e" flagged "$F.k" >"$T/kernel"
+		shim "$AW" "$e" flagged "$F" >"$T/shim"
+		echo "$e: kernel $(cat "$T/kernel"), dioshim $(cat "$T/shim")"
+		# XFS alone hands concurrent direct appends one offset: where
+		# the kernel takes the flag, the shim must keep every record.
+		if grep -q "^ok=0 " "$T/kernel"; then
+			diff "$T/kernel" "$T/shim"
+		else
+			[ "$(cat "$T/shim")" = "ok=200 failed=0 size=819200 distinct=200" ]
+		fi
+	done
+}
+
+@test "io_uring: a write past the end linked behind a read that comes up short (cancelled), a pwrite and an append meanwhile: as the kernel alone" {
+	noshim "$AW" uring linked "$F.k" >"$T/kernel"
+	shim "$AW" uring linked "$F" >"$T/shim"
+	cat "$T/shim"
+	diff "$T/kernel" "$T/shim"
+	[ "$(tail -1 "$T/shim")" = "size=8192: B C" ]
+}
+
 # InnoDB's pattern (issue 11, case 0): 4 threads fill and submit entries
 # of one ring under a lock of their own; a fifth reaps with
 # io_uring_wait_cqe outside it.  A wait that submitted would publish

@@ -28,6 +28,24 @@
  * line with what the program got back, for comparing with the kernel
  * alone.
  *
+ * asyncwrite uring linked FILE: a write at 8 KiB of a new file, linked
+ * behind a pipe read that comes up short (the write is cancelled), while
+ * a pwrite writes block 0; then an append.  Prints the completions, the
+ * size and each block's first byte ('0' for zeros): the kernel alone
+ * gives "B C", 8192.
+ *
+ * asyncwrite ENGINE flagged FILE: 50 submissions of 4 appends each with
+ * a flag the shim does not know (RWF_DONTCACHE, which the kernel may take
+ * or refuse): prints the results, the size and how many distinct records
+ * the file holds.
+ *
+ * asyncwrite ENGINE past-then-append FILE: a 1 MiB write of 'A' at 0 of
+ * a new file queued, then, before it is reaped (likely still in flight),
+ * a 4 KiB write(2) of 'B' through an O_APPEND descriptor; prints
+ * "size=S at0=C at1m=C" once both are done ('-' past the size).  ext4
+ * alone makes an extending queued write before io_submit returns: A,
+ * then B after it.
+ *
  * Prints one summary line; exits 1 if a check failed, 2 on a setup error.
  */
 #include "t_rec.h"
@@ -496,6 +514,167 @@ static void uring_errors(void)
 	io_uring_queue_exit(&ring);
 }
 
+/* Each block's first byte, '0' for zeros, after the size. */
+static void print_blocks(void)
+{
+	int rfd = open(path, O_RDONLY);
+	struct stat st;
+	char r[BLK];
+	off_t o;
+
+	fstat(rfd, &st);
+	printf("size=%lld:", (long long)st.st_size);
+	for (o = 0; o < st.st_size; o += BLK)
+		printf(" %c", pread(rfd, r, BLK, o) > 0 && r[0] ? r[0] : '0');
+	printf("\n");
+	close(rfd);
+}
+
+static void linked(void)
+{
+	int afd = open(path, O_WRONLY | O_APPEND | O_DIRECT), p[2], i;
+	struct io_uring_sqe *s;
+	struct io_uring_cqe *c;
+	char *a, pbuf[8];
+
+	if (afd < 0 || pipe(p) || posix_memalign((void **)&a, BLK, BLK) ||
+	    io_uring_queue_init(8, &ring, 0) < 0)
+		die("setup");
+	s = io_uring_get_sqe(&ring);
+	io_uring_prep_read(s, p[0], pbuf, sizeof(pbuf), 0);
+	s->flags |= IOSQE_IO_LINK;
+	s->user_data = 1;
+	memset(a, 'A', BLK);
+	s = io_uring_get_sqe(&ring);
+	io_uring_prep_write(s, fd, a, BLK, 2 * BLK);
+	s->user_data = 2;
+	printf("submit=%d\n", io_uring_submit(&ring));
+	memset(a, 'B', BLK);
+	printf("pwrite=%zd\n", pwrite(fd, a, BLK, 0));
+	if (write(p[1], "x", 1) != 1)
+		die("pipe");
+	for (i = 0; i < 2 && !io_uring_wait_cqe(&ring, &c); i++) {
+		printf("cqe %llu res=%d\n", (unsigned long long)c->user_data,
+		       c->res);
+		io_uring_cqe_seen(&ring, c);
+	}
+	memset(a, 'C', BLK);
+	printf("append=%zd\n", write(afd, a, BLK));
+	print_blocks();
+}
+
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080
+#endif
+
+static void flagged(void)
+{
+	int afd = open(path, O_WRONLY | O_APPEND | O_DIRECT), round, i;
+	long ok = 0, failed = 0, distinct = 0;
+	struct iocb io[4], *ios[4];
+	struct io_event ev[4];
+	struct io_uring_cqe *c;
+	char *b, *seen;
+	struct stat st;
+
+	if (afd < 0 || posix_memalign((void **)&b, BLK, 4 * BLK) ||
+	    (engine == AIO ? io_setup(8, &ctx)
+			   : io_uring_queue_init(8, &ring, 0)) < 0)
+		die("setup");
+	for (round = 0; round < 50; round++) {
+		for (i = 0; i < 4; i++) {
+			memset(b + i * BLK, 0, BLK);
+			snprintf(b + i * BLK, BLK, "rec %d", round * 4 + i);
+			if (engine == AIO) {
+				io_prep_pwrite(&io[i], afd, b + i * BLK, BLK, 0);
+				io[i].aio_rw_flags = RWF_DONTCACHE;
+				ios[i] = &io[i];
+			} else {
+				struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+
+				io_uring_prep_write(s, afd, b + i * BLK, BLK, 0);
+				s->rw_flags = RWF_DONTCACHE;
+			}
+		}
+		if (engine == AIO) {
+			int n = io_submit(ctx, 4, ios), got = 0;
+
+			failed += n < 0 ? 4 : 4 - n;
+			while (n > 0 && got < n) {
+				int k = io_getevents(ctx, 1, 4, ev, NULL);
+
+				for (i = 0; i < k; i++)
+					(long)ev[i].res == BLK ? ok++ : failed++;
+				got += k > 0 ? k : 0;
+			}
+		} else {
+			io_uring_submit(&ring);
+			for (i = 0; i < 4 && !io_uring_wait_cqe(&ring, &c); i++) {
+				c->res == BLK ? ok++ : failed++;
+				io_uring_cqe_seen(&ring, c);
+			}
+		}
+	}
+	fstat(fd, &st);
+	seen = calloc(200, 1);
+	for (i = 0; i < st.st_size / BLK; i++) {
+		int k = -1;
+
+		if (pread(fd, b, BLK, (off_t)i * BLK) == BLK &&
+		    sscanf(b, "rec %d", &k) == 1 && k >= 0 && k < 200 &&
+		    !seen[k]++)
+			distinct++;
+	}
+	printf("ok=%ld failed=%ld size=%lld distinct=%ld\n", ok, failed,
+	       (long long)st.st_size, distinct);
+}
+
+#define PAST (1 << 20)
+
+static void past_then_append(void)
+{
+	int afd = open(path, O_WRONLY | O_APPEND | O_DIRECT);
+	struct io_uring_cqe *c;
+	struct iocb io, *one = &io;
+	struct io_event ev;
+	char *a, *b, at[2];
+	struct stat st;
+	int i;
+
+	if (afd < 0 || posix_memalign((void **)&a, BLK, PAST) ||
+	    posix_memalign((void **)&b, BLK, BLK))
+		die("setup");
+	memset(a, 'A', PAST);
+	memset(b, 'B', BLK);
+	if (engine == AIO) {
+		if (io_setup(4, &ctx))
+			die("io_setup");
+		io_prep_pwrite(&io, fd, a, PAST, 0);
+		if (io_submit(ctx, 1, &one) != 1)
+			die("io_submit");
+	} else {
+		if (io_uring_queue_init(4, &ring, 0) < 0)
+			die("io_uring_queue_init");
+		io_uring_prep_write(io_uring_get_sqe(&ring), fd, a, PAST, 0);
+		if (io_uring_submit(&ring) != 1)
+			die("io_uring_submit");
+	}
+	if (write(afd, b, BLK) != BLK)
+		die("append");
+	if (engine == AIO ? io_getevents(ctx, 1, 1, &ev, NULL) != 1 ||
+				    (long)ev.res != PAST
+			  : io_uring_wait_cqe(&ring, &c) || c->res != PAST)
+		die("queued write");
+	fstat(fd, &st);
+	for (i = 0; i < 2; i++) {
+		at[i] = '-';
+		if (pread(fd, b, BLK, (off_t)i * PAST) == BLK)
+			at[i] = b[0];
+	}
+	printf("size=%lld at0=%c at1m=%c\n", (long long)st.st_size, at[0],
+	       at[1]);
+}
+
 /* check: every block record i at block i, or zeros; nothing else. */
 static int check_only(void)
 {
@@ -534,7 +713,8 @@ int main(int argc, char **argv)
 	if (argc < 4) {
 		fprintf(stderr, "usage: asyncwrite aio|uring seq|rand|append "
 				"FILE BLOCKS QD [stat trunc fixed sqpoll "
-				"fsync]\n       asyncwrite aio|uring errors "
+				"fsync]\n       asyncwrite aio|uring "
+				"errors|linked|flagged|past-then-append "
 				"FILE\n");
 		return 2;
 	}
@@ -542,11 +722,19 @@ int main(int argc, char **argv)
 	path = argv[3];
 	if (!strcmp(argv[2], "check"))
 		return check_only();
-	if (!strcmp(argv[2], "errors")) {
+	if (!strcmp(argv[2], "errors") || !strcmp(argv[2], "linked") ||
+	    !strcmp(argv[2], "flagged") ||
+	    !strcmp(argv[2], "past-then-append")) {
 		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
 		if (fd < 0)
 			die(path);
-		if (engine == AIO)
+		if (argv[2][0] == 'p')
+			past_then_append();
+		else if (argv[2][0] == 'l')
+			linked();
+		else if (argv[2][0] == 'f')
+			flagged();
+		else if (engine == AIO)
 			aio_errors();
 		else
 			uring_errors();

@@ -40,7 +40,7 @@ static _Atomic int after_returned;
 static void *publish_after(void *arg)
 {
 	(void)arg;
-	eof_publish_in_order(&seg, after_off, after_off + BS);
+	eof_publish_in_order(&seg, -1, after_off, after_off + BS);
 	atomic_store(&after_returned, 1);
 	return NULL;
 }
@@ -59,7 +59,7 @@ static void *appender(void *arg)
 		for (volatile unsigned k = xorshift(&rnd) % 3000; k; k--)
 			;
 		atomic_store(&written[off / BS], 1);
-		eof_publish_in_order(&seg, off, off + BS);
+		eof_publish_in_order(&seg, -1, off, off + BS);
 		if (atomic_load(&seg.eof) < off + BS)
 			atomic_fetch_add(&bad_return, 1);
 	}
@@ -112,7 +112,7 @@ int main(void)
 	sleep(3);
 	CHECK(!atomic_load(&after_returned));
 	CHECK(atomic_load(&seg.eof) <= slow);
-	eof_publish_in_order(&seg, slow, slow + BS);
+	eof_publish_in_order(&seg, -1, slow, slow + BS);
 	pthread_join(w, NULL);
 	CHECK(atomic_load(&after_returned));
 	CHECK_EQ(atomic_load(&seg.eof), after_off + BS);
@@ -125,11 +125,33 @@ int main(void)
 	uint64_t next = atomic_fetch_add(&seg.tail, BS);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	eof_publish_in_order(&seg, next, next + BS);
+	eof_publish_in_order(&seg, -1, next, next + BS);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	CHECK_EQ(atomic_load(&seg.eof), next + BS);
 	CHECK(t1.tv_sec - t0.tv_sec >= 1);
 	CHECK(dead + BS == next);
+
+	/* Its slot taken over by a new process (the dead writer's count
+	 * gone): the next append waits while a live writer works, and
+	 * publishes past once none does but the waiters themselves. */
+	owner_set_self(&seg.slot[0].owner);
+	atomic_store(&seg.slot[0].shard[0].inflight, 1);
+	dead = atomic_fetch_add(&seg.tail, BS);
+	after_off = atomic_fetch_add(&seg.tail, BS);
+	atomic_store(&after_returned, 0);
+	pthread_create(&w, NULL, publish_after, NULL);
+	sleep(3);
+	CHECK(!atomic_load(&after_returned)); /* a live writer works */
+	atomic_store(&seg.slot[0].shard[0].inflight, 0);
+	pthread_join(w, NULL);
+	CHECK_EQ(atomic_load(&seg.eof), after_off + BS);
+	dead = atomic_fetch_add(&seg.tail, BS);
+	next = atomic_fetch_add(&seg.tail, BS);
+	atomic_store(&seg.slot[0].shard[0].inflight, 1); /* the waiter */
+	eof_publish_in_order(&seg, 0, next, next + BS);
+	CHECK_EQ(atomic_load(&seg.eof), next + BS);
+	CHECK_EQ(atomic_load(&seg.slot[0].publish_waiting), 0);
+	atomic_store(&seg.slot[0].shard[0].inflight, 0);
 
 	/* The give-back (append_give_back): a refused append with nothing
 	 * claimed past it gives its range back, and the next one takes it;

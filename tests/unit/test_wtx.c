@@ -15,8 +15,13 @@
  *    size never covers an append not settled, for calls (which wait) and
  *    queued requests (which never wait, and are deferred when the done
  *    ring is full, then published in order);
- *  - a write at its own offset, or a fallocate, moves the tail and the
- *    size only by what the kernel did: a refused one pushes nothing;
+ *  - a queued write at its own offset past the tail holds its range
+ *    there while in flight and gives back what it did not write (a call
+ *    holds nothing), not below the size others made meanwhile; one
+ *    the kernel will refuse (WTX_REFUSED) holds nothing, an append so
+ *    made at the tail;
+ *    a fallocate moves the tail and the size only by what the kernel
+ *    did: a refused one pushes nothing;
  *  - RWF_NOWAIT claims nothing that waits; an O_DIRECT append at an
  *    unaligned tail goes alone, taking nothing; a queued request settled
  *    after a size change (epoch) settles nothing;
@@ -171,11 +176,20 @@ static void writes_at(void)
 	struct wtx t, a;
 
 	reset(BS);
-	/* Refused past the end: the tail does not move, so the next append
-	 * lands at the end, as in the kernel alone (no hole). */
+	/* A call past the end holds nothing (killed in it, it must leave
+	 * the next append at the size); refused, nothing moves. */
 	t = claim(WTX_AT, 64 * BS, BS, 0, WTX_GO);
 	CHECK(w(&seg->phys) >= 65 * BS); /* reserved before the write */
 	CHECK_EQ(w(&seg->tail), BS);
+	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
+	CHECK_EQ(w(&seg->tail), BS);
+
+	/* Queued past the end: its range is held in the tail (an append
+	 * meanwhile lands past it, as behind ext4's extending write).
+	 * Refused: given back, so the next append lands at the end, as in
+	 * the kernel alone (no hole). */
+	t = claim(WTX_AT, 64 * BS, BS, WTX_QUEUED, WTX_GO);
+	CHECK_EQ(w(&seg->tail), 65 * BS);
 	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
 	CHECK_EQ(w(&seg->tail), BS);
 	CHECK_EQ(w(&seg->eof), BS);
@@ -183,6 +197,50 @@ static void writes_at(void)
 	CHECK_EQ(a.off, BS);
 	wtx_settle(&a, fd, BS);
 	CHECK_EQ(w(&seg->eof), 2 * BS);
+
+	/* One the kernel will refuse (WTX_REFUSED), or queued behind a
+	 * link (WTX_NOHOLD), holds nothing; a refused append so becomes a
+	 * write at the tail, moving it only if written. */
+	t = claim(WTX_AT, 64 * BS, BS, WTX_NOHOLD | WTX_QUEUED, WTX_GO);
+	CHECK_EQ(w(&seg->tail), 2 * BS);
+	CHECK_EQ(wtx_settle(&t, fd, -ECANCELED), 0);
+	t = claim(WTX_AT, 64 * BS, BS, WTX_REFUSED | WTX_QUEUED, WTX_GO);
+	CHECK_EQ(w(&seg->tail), 2 * BS);
+	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
+	t = claim(WTX_APPEND, 0, BS, WTX_REFUSED, WTX_GO);
+	CHECK_EQ(t.kind, WTX_AT);
+	CHECK_EQ(t.off, 2 * BS);
+	CHECK_EQ(w(&seg->tail), 2 * BS);
+	a = claim(WTX_APPEND, 0, BS, 0, WTX_GO);
+	CHECK_EQ(a.off, 2 * BS); /* the refused one left no hole before it */
+	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
+	wtx_settle(&a, fd, BS);
+	CHECK_EQ(w(&seg->tail), 3 * BS);
+	CHECK_EQ(w(&seg->eof), 3 * BS);
+
+	/* Held, and an append claimed past it: not given back (the tail
+	 * moved on); the size still moves only by what was written. */
+	t = claim(WTX_AT, 4 * BS, BS, WTX_QUEUED, WTX_GO);
+	a = claim(WTX_APPEND, 0, BS, 0, WTX_GO);
+	CHECK_EQ(a.off, 5 * BS);
+	CHECK_EQ(wtx_settle(&t, fd, BS), WTX_MOVED);
+	CHECK_EQ(w(&seg->eof), 5 * BS);
+	wtx_settle(&a, fd, BS);
+	CHECK_EQ(w(&seg->tail), 6 * BS);
+	CHECK_EQ(w(&seg->eof), 6 * BS);
+
+	/* Held, refused, and a write inside the held range done meanwhile:
+	 * given back no lower than the size it made (an append must not
+	 * land on it). */
+	t = claim(WTX_AT, 10 * BS, BS, WTX_QUEUED, WTX_GO);
+	CHECK_EQ(w(&seg->tail), 11 * BS);
+	a = claim(WTX_AT, 6 * BS, BS, 0, WTX_GO);
+	CHECK_EQ(wtx_settle(&a, fd, BS), WTX_MOVED);
+	CHECK_EQ(wtx_settle(&t, fd, -ECANCELED), 0);
+	CHECK_EQ(w(&seg->eof), 7 * BS);
+	CHECK_EQ(w(&seg->tail), 7 * BS);
+	atomic_store(&seg->tail, 6 * BS);
+	atomic_store(&seg->eof, 6 * BS);
 
 	/* Short past the end: tail and size at what was written. */
 	t = claim(WTX_AT, 8 * BS, 4 * BS, 0, WTX_GO);
