@@ -91,6 +91,7 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	memset((void *)seg->done, 0, sizeof(seg->done));
 	memset((void *)seg->stripe, 0, sizeof(seg->stripe));
 	memset((void *)seg->prefill, 0, sizeof(seg->prefill));
+	memset((void *)seg->prefill_claim, 0, sizeof(seg->prefill_claim));
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->commit_lock);

@@ -13,7 +13,11 @@
  * The fallocate takes the inode lock exclusive and drains the file's
  * direct I/O, like a reservation: it is made once per chunk, so chunks are
  * large (1 MiB by default) and a sparse file fills in chunk units — `du`
- * grows by whole chunks.
+ * grows by whole chunks.  Once: a writer claims the chunk first, and a
+ * writer that finds it claimed writes into its hole as the kernel alone
+ * would (serialised there) rather than drain the file's I/O again.  A
+ * chunk the extent map shows allocated already (a preallocated image) is
+ * only marked.
  *
  * Lock order: ext_lock only to grow the chunk, never around the fallocate.
  */
@@ -21,12 +25,14 @@
 #include "prefill.h"
 
 #include "config.h"
+#include "extmap.h"
 #include "log.h"
 #include "sys.h"
 
 #include <errno.h>
 #include <linux/falloc.h>
 #include <string.h>
+#include <time.h>
 
 #define BITS DIOSHIM_PREFILL_BITS
 
@@ -86,6 +92,78 @@ static uint64_t grow(struct dioshim_seg *seg, uint64_t last_byte)
 	return chunk;
 }
 
+/* The word a chunk starting at start claims (a hash, so that writers of
+ * the same chunk meet on one word). */
+static _Atomic uint64_t *claim_word(struct dioshim_seg *seg, uint64_t start)
+{
+	return &seg->prefill_claim[(start / 4096 * 0x9e3779b97f4a7c15ull >> 40) %
+				   DIOSHIM_PREFILL_CLAIMS];
+}
+
+/* How long a claim held for another chunk is waited for: many times a
+ * fallocate under load; past it the holder is taken for dead. */
+#define CLAIM_WAIT_NS (200ull * 1000 * 1000)
+
+/*
+ * Claim the chunk at start (mine = start + 1): true if ours; false if
+ * another writer is filling it, or the word stayed taken by another
+ * chunk for CLAIM_WAIT_NS (a writer killed while filling: its word is
+ * free again only when the segment starts over).
+ */
+static bool claim(_Atomic uint64_t *w, uint64_t mine)
+{
+	struct timespec nap = { 0, 20 * 1000 };
+	uint64_t seen, waited = 0;
+
+	for (;;) {
+		seen = 0;
+		if (atomic_compare_exchange_strong(w, &seen, mine))
+			return true;
+		if (seen == mine || waited >= CLAIM_WAIT_NS)
+			return false;
+		nanosleep(&nap, NULL);
+		waited += (uint64_t)nap.tv_nsec;
+	}
+}
+
+enum fill { FILL_DONE, FILL_OTHER, FILL_FAILED };
+
+/*
+ * Allocate chunk i (of chunk bytes) unless it is: once, by whoever claims
+ * it.  FILL_OTHER: another writer is at it, and the write goes into the
+ * hole, as with the kernel alone, rather than drain the file's I/O for a
+ * second fallocate.
+ */
+static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t start = i * chunk;
+	_Atomic uint64_t *w = claim_word(seg, start);
+	enum fill r = FILL_DONE;
+
+	if (!claim(w, start + 1))
+		return FILL_OTHER;
+	if (bit_test(seg, i)) {
+		/* Filled between our look and the claim. */
+	} else if (extmap_allocated(fd, start, start + chunk)) {
+		bit_set(seg, i);
+	} else if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)start,
+				 (off_t)chunk)) {
+		/* ENOSPC, EDQUOT, no fallocate: the write goes as it is, into
+		 * its hole. */
+		log_once("prefill of %llu bytes failed (%s): writing into "
+			 "holes", (unsigned long long)chunk, strerror(errno));
+		r = FILL_FAILED;
+	} else {
+		bit_set(seg, i);
+		if (f->slot >= 0)
+			atomic_fetch_add_explicit(&seg->slot[f->slot].prefills,
+						  1, memory_order_relaxed);
+	}
+	atomic_store(w, 0);
+	return r;
+}
+
 void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 {
 	struct dioshim_seg *seg = f->seg;
@@ -113,19 +191,8 @@ void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 		start = i * chunk;
 		if (start >= phys)
 			break;
-		if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)start,
-				  (off_t)chunk)) {
-			/* ENOSPC, EDQUOT, no fallocate: the write goes as it
-			 * is, into its hole. */
-			log_once("prefill of %llu bytes failed (%s): writing "
-				 "into holes", (unsigned long long)chunk,
-				 strerror(errno));
+		if (fill(f, fd, i, chunk) == FILL_FAILED)
 			return;
-		}
-		bit_set(seg, i);
-		if (f->slot >= 0)
-			atomic_fetch_add_explicit(&seg->slot[f->slot].prefills,
-						  1, memory_order_relaxed);
 	}
 }
 

@@ -20,17 +20,15 @@
 #include "recover.h"
 
 #include "dioshim.h"
+#include "extmap.h"
 #include "log.h"
 #include "segment.h"
 #include "sys.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <linux/fiemap.h>
-#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 struct recover_report recover_last;
 
@@ -99,7 +97,20 @@ static uint64_t seek_data_end(int fd, uint64_t from, uint64_t size)
 	return end;
 }
 
-#define FIEMAP_BATCH 32
+struct data_end {
+	uint64_t size, end;
+};
+
+static bool note_data(const struct fiemap_extent *e, void *arg)
+{
+	struct data_end *d = arg;
+	uint64_t e_end = e->fe_logical + e->fe_length;
+
+	if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN) && e->fe_logical < d->size &&
+	    e_end > d->end)
+		d->end = e_end;
+	return true;
+}
 
 /*
  * The end of the last data extent in [from, size), or from; false if the
@@ -115,49 +126,17 @@ static uint64_t seek_data_end(int fd, uint64_t from, uint64_t size)
 static bool fiemap_data_end(int fd, uint64_t from, uint64_t size,
 			    uint64_t *end)
 {
-	union {
-		struct fiemap fm;
-		char buf[sizeof(struct fiemap) +
-			 FIEMAP_BATCH * sizeof(struct fiemap_extent)];
-	} u;
-	uint64_t pos = from, last_end;
-	unsigned i;
+	struct data_end d = { .size = size, .end = from };
 
 	*end = from;
 	syscall(SYS_sync_file_range, fd, (off_t)from, (off_t)(size - from),
 		SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 			SYNC_FILE_RANGE_WAIT_AFTER);
-	while (pos < size) {
-		memset(&u.fm, 0, sizeof(u.fm));
-		u.fm.fm_start = pos;
-		u.fm.fm_length = size - pos;
-		u.fm.fm_extent_count = FIEMAP_BATCH;
-		if (syscall(SYS_ioctl, fd, FS_IOC_FIEMAP, &u.fm))
-			return false;
-		if (!u.fm.fm_mapped_extents ||
-		    u.fm.fm_mapped_extents > FIEMAP_BATCH)
-			break;
-		for (i = 0; i < u.fm.fm_mapped_extents; i++) {
-			const struct fiemap_extent *e = &u.fm.fm_extents[i];
-			uint64_t e_end = e->fe_logical + e->fe_length;
-
-			if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
-			    e->fe_logical < size && e_end > *end)
-				*end = e_end;
-		}
-		i = u.fm.fm_mapped_extents - 1;
-		if (u.fm.fm_extents[i].fe_flags & FIEMAP_EXTENT_LAST)
-			break;
-		last_end = u.fm.fm_extents[i].fe_logical +
-			   u.fm.fm_extents[i].fe_length;
-		if (last_end <= pos)
-			break; /* no progress: a map we do not understand */
-		pos = last_end;
-	}
+	if (!extmap_walk(fd, from, size, note_data, &d))
+		return false;
 	/* The last block of data may reach past the size (the size is
 	 * inside it): the data ends at the size. */
-	if (*end > size)
-		*end = size;
+	*end = d.end > size ? size : d.end;
 	return true;
 }
 

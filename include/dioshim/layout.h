@@ -51,6 +51,7 @@
 #define DIOSHIM_STRIPES 512 /* extent-lock stripes (at most; see config) */
 #define DIOSHIM_WIDE_SLOTS 8 /* writes wider than the stripe table */
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
+#define DIOSHIM_PREFILL_CLAIMS 64 /* words claiming chunks to prefill */
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 
 /* Segment state: written by the creator and by the last detacher only. */
@@ -300,9 +301,13 @@ struct dioshim_seg {
 	 * bytes) has been allocated with fallocate(KEEP_SIZE), so writes into
 	 * it are overwrites.  A cache: a clear bit only costs a fallocate.
 	 * prefill_chunk (a power of two) only grows, under ext_lock, so that
-	 * the bitmap covers the file; 0 = prefill off for this file. */
+	 * the bitmap covers the file; 0 = prefill off for this file.
+	 * prefill_claim: a chunk being prefilled, as its offset + 1 in the
+	 * word its offset hashes to (0 = free), so that racing writers make
+	 * one fallocate per chunk. */
 	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t prefill_pad[7];
+	DIOSHIM_ATOMIC(uint64_t) prefill_claim[DIOSHIM_PREFILL_CLAIMS];
 	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];
 
 	/* Last, page-aligned: only the pages below slots_hi are backed. */

@@ -87,3 +87,39 @@ fio_sparse() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"enospc=1"* ]]
 }
+
+# fallocates_keep_size FILE: the offsets of the fallocate(KEEP_SIZE) calls
+# an strace log shows, one per line.
+fallocates_keep_size() {
+	grep 'fallocate(.*FALLOC_FL_KEEP_SIZE' "$1" | sed 's/.*KEEP_SIZE, \([0-9]*\),.*/\1/'
+}
+
+# racing_writers FILE: 8 threads of 4 KiB random direct writes into FILE's
+# first 64 MiB under the shim (prefill on, XFS too), traced for fallocate.
+racing_writers() {
+	DIOSHIM_PREFILL=on strace -f -qq -e trace=fallocate -o "$BATS_TEST_TMPDIR/st" \
+		"$DIOSHIM" fio --name=race --filename="$1" --rw=randwrite --bs=4k \
+		--direct=1 --ioengine=psync --thread --numjobs=8 --size=64M \
+		--number_ios=400 --fallocate=none --randrepeat=0 \
+		--group_reporting >/dev/null
+}
+
+@test "racing writers prefill each chunk once; a preallocated or written file is not prefilled at all" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	racing_writers "$F"
+	echo "sparse: $(fallocates_keep_size "$BATS_TEST_TMPDIR/st" | wc -l) prefills"
+	[ "$(fallocates_keep_size "$BATS_TEST_TMPDIR/st" | wc -l)" -gt 0 ]
+	[ -z "$(fallocates_keep_size "$BATS_TEST_TMPDIR/st" | sort | uniq -d)" ]
+
+	# Allocated by the kernel alone beforehand: unwritten, then written.
+	rm -f "$F"
+	fallocate -l 64M "$F"
+	racing_writers "$F"
+	echo "preallocated: $(fallocates_keep_size "$BATS_TEST_TMPDIR/st" | wc -l) prefills"
+	[ -z "$(fallocates_keep_size "$BATS_TEST_TMPDIR/st")" ]
+	rm -f "$F"
+	dd if=/dev/zero of="$F" bs=1M count=64 oflag=direct status=none
+	racing_writers "$F"
+	echo "written: $(fallocates_keep_size "$BATS_TEST_TMPDIR/st" | wc -l) prefills"
+	[ -z "$(fallocates_keep_size "$BATS_TEST_TMPDIR/st")" ]
+}

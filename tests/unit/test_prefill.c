@@ -3,14 +3,18 @@
  * Hole prefill: the first write into a chunk allocates the chunk (and
  * only it), once; a punched range is forgotten and prefilled again; a
  * write past what the bitmap covers doubles the chunk, a doubled chunk
- * being known only if both halves were; prefill never changes the size.
+ * being known only if both halves were; a chunk another writer claimed is
+ * left to it, a claim word held for another chunk waited for (not for
+ * ever); prefill never changes the size.
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
 #include "prefill.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define MiB (1ull << 20)
 
@@ -27,6 +31,25 @@ static bool bit(struct dioshim_seg *seg, uint64_t i)
 	return atomic_load(&seg->prefill[i / 64]) & (1ull << (i % 64));
 }
 
+/* Every claim word held for the chunk at claim - 1. */
+static void claim_all(struct dioshim_seg *seg, uint64_t claim)
+{
+	unsigned i;
+
+	for (i = 0; i < DIOSHIM_PREFILL_CLAIMS; i++)
+		atomic_store(&seg->prefill_claim[i], claim);
+}
+
+/* A holder that lets its claims go after 10 ms. */
+static void *let_go_later(void *seg)
+{
+	struct timespec t = { 0, 10 * 1000 * 1000 };
+
+	nanosleep(&t, NULL);
+	claim_all(seg, 0);
+	return NULL;
+}
+
 int main(void)
 {
 	struct shim_file *f;
@@ -34,7 +57,10 @@ int main(void)
 	char path[512];
 	long long before;
 	struct stat st;
-	uint64_t big = (uint64_t)DIOSHIM_PREFILL_BITS * MiB * 2;
+	uint64_t big = (uint64_t)DIOSHIM_PREFILL_BITS * MiB * 2, chunk;
+	struct timespec t0, t1;
+	pthread_t tid;
+	unsigned i;
 	int fd;
 
 	setenv("DIOSHIM_PREFILL", "on", 1);
@@ -78,6 +104,31 @@ int main(void)
 	/* The size never moved. */
 	fstat(fd, &st);
 	CHECK_EQ(st.st_size, (off_t)big);
+
+	/* A chunk another writer is filling: the write goes into its hole,
+	 * no second fallocate.  A claim word another chunk holds is waited
+	 * for while it is let go in time, and given up on (the write goes
+	 * into its hole) when its holder seems dead.  Claims are let go once
+	 * done. */
+	chunk = atomic_load(&f->seg->prefill_chunk);
+	claim_all(f->seg, 20 * chunk + 1);
+	before = blocks_kib(fd);
+	prefill_ensure(f, fd, 20 * chunk, 4096);
+	CHECK(!bit(f->seg, 20));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	prefill_ensure(f, fd, 21 * chunk, 4096);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(!bit(f->seg, 21));
+	CHECK(t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) / 1e9 >= 0.1);
+	CHECK_EQ(blocks_kib(fd), before);
+	pthread_create(&tid, NULL, let_go_later, f->seg);
+	prefill_ensure(f, fd, 21 * chunk, 4096);
+	pthread_join(tid, NULL);
+	CHECK(bit(f->seg, 21));
+	prefill_ensure(f, fd, 20 * chunk + 8192, 4096);
+	CHECK(bit(f->seg, 20));
+	for (i = 0; i < DIOSHIM_PREFILL_CLAIMS; i++)
+		CHECK_EQ(atomic_load(&f->seg->prefill_claim[i]), 0);
 
 	/* Off: nothing happens. */
 	atomic_store(&f->seg->prefill_chunk, 0);
