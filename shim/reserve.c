@@ -457,9 +457,15 @@ void reserve_resync(struct shim_file *f, int fd)
  * is gone too (a new process took the dead one's slot), for the absence
  * of any live writer that is not itself waiting here; only then does it
  * publish past (the range claimed reads as zeros, the one trace of it).
- * No clock decides it: a live writer is waited for however slow.
+ * A live writer that makes no progress at all for APPEND_GIVE_UP_NS is
+ * the last resort: stopped (SIGSTOP), or the queued append of another
+ * process that never reaps it (only the submitter reads its ring), which
+ * the kernel alone would have finished regardless.  Past it the size may
+ * cover that append's range before its completion is seen; without it,
+ * every appender of the file would hang for as long.
  */
 #define APPEND_WAIT_NS 2000000000ull
+#define APPEND_GIVE_UP_NS 120000000000ull
 
 void (*publish_poll)(void);
 #define DONE_FILLING UINT64_MAX /* a done entry being filled in */
@@ -596,11 +602,15 @@ static bool live_writer_working(struct dioshim_seg *seg)
 }
 
 /* Waited APPEND_WAIT_NS more: whether to stop waiting (the writer that
- * holds us back is gone); the clock starts over. */
-static bool stalled(struct dioshim_seg *seg, struct timespec *t0)
+ * holds us back is gone, or APPEND_GIVE_UP_NS in all); the clock starts
+ * over. */
+static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
+		    uint64_t *waited)
 {
+	*waited += ns_since(t0);
 	clock_gettime(CLOCK_MONOTONIC, t0);
-	return dead_writer_in_flight(seg) || !live_writer_working(seg);
+	return dead_writer_in_flight(seg) || !live_writer_working(seg) ||
+	       *waited > APPEND_GIVE_UP_NS;
 }
 
 bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
@@ -608,7 +618,7 @@ bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 {
 	struct timespec t0, slice = { 0, 10000000 };
 	struct dioshim_done *mine = NULL;
-	uint64_t before = atomic_load(&seg->eof);
+	uint64_t before = atomic_load(&seg->eof), waited = 0;
 	_Atomic uint64_t *waiting =
 		slot >= 0 ? &seg->slot[slot].publish_waiting : NULL;
 	uint32_t seq;
@@ -640,7 +650,8 @@ bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			}
 			continue; /* a helper is carrying it */
 		}
-		if (ns_since(&t0) > APPEND_WAIT_NS && stalled(seg, &t0)) {
+		if (ns_since(&t0) > APPEND_WAIT_NS &&
+		    stalled(seg, &t0, &waited)) {
 			uint64_t want = end;
 
 			log_msg("append at %llu: an earlier append's writer "
