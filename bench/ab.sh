@@ -8,6 +8,8 @@
 #   sudo bench/ab.sh ddc36b8
 #   sudo MODES="counter append" WRITERS=8 SECS=2 REPS=3 bench/ab.sh REV
 #   sudo MODES=overwrite bench/ab.sh REV   (random rewrites of a written file)
+#   sudo MODES=prealloc bench/ab.sh REV    (random writes into a fresh file
+#        preallocated by the kernel alone, fallocate -l: unwritten extents)
 #   sudo MODES="aio uring" bench/ab.sh REV  (a new file written in order
 #        through libaio or liburing at queue depth 16, ASYNC_BLOCKS writes;
 #        tests/helpers/asyncwrite.c, one process: WRITERS does not apply)
@@ -29,10 +31,13 @@ cleanup() {
 }
 trap cleanup EXIT
 git -C "$TOP" worktree add -q --detach "$OLD" "$REV"
-make -s -C "$OLD" -j2 >/dev/null
-make -s -C "$TOP" -j2 all "$TOP/build/appendbench" \
-	"$TOP/build/tests/helpers/asyncwrite" >/dev/null
-export DIOSHIM_SHM_DIR=$SHM
+make -s -C "$OLD" -j2 BUILD=build >/dev/null
+make -s -C "$TOP" -j2 BUILD=build all build/appendbench \
+	build/tests/helpers/asyncwrite >/dev/null
+# Each build its own segment directory: a build that finds the other's
+# segments or hint (another layout version) passes calls through and
+# re-checks at every one, which is not what either costs alone.
+mkdir -p "$SHM/old" "$SHM/new"
 BENCH=$TOP/build/appendbench
 ASYNCWRITE=$TOP/build/tests/helpers/asyncwrite
 TIMES=$SHM/time
@@ -51,6 +56,8 @@ one_run() {
 		echo "$(field iops "$out") $(awk -v n="$ASYNC_BLOCKS" \
 			'{ printf "%.2f", ($1 + $2) * 1e6 / n }' "$TIMES")" ;;
 	*)
+		# prealloc: rewrites of a file the kernel allocated
+		[ "$mode" != prealloc ] || mode=overwrite
 		out=$("$@" "$BENCH" run -m "$mode" -t "$t" -s "$SECS" "$f")
 		echo "$(field iops "$out") $(field cpu_us_per_op "$out")" ;;
 	esac
@@ -77,10 +84,14 @@ for fs in $FSTYPES; do
 				for side in kernel old new; do
 					f=$SCRATCH_MNT/ab.$side.$rep
 					[ "$mode" != overwrite ] || f=$ow
+					[ "$mode" != prealloc ] ||
+						fallocate -l 256M "$f"
 					case $side in
 					kernel) run=(env -u LD_PRELOAD) ;;
-					old) run=("$OLD/build/dioshim") ;;
-					new) run=("$TOP/build/dioshim") ;;
+					old) run=(env DIOSHIM_SHM_DIR="$SHM/old"
+						"$OLD/build/dioshim") ;;
+					new) run=(env DIOSHIM_SHM_DIR="$SHM/new"
+						"$TOP/build/dioshim") ;;
 					esac
 					read -r i c < <(one_run "$mode" "$t" \
 						"$f" "${run[@]}")

@@ -23,7 +23,7 @@ cleanup() {
 	rm -rf "$SHM"
 }
 trap cleanup EXIT
-make -s -C "$TOP" -j2 all "$TOP/build/tests/helpers/tearcheck" >/dev/null
+make -s -C "$TOP" -j2 BUILD=build all build/tests/helpers/tearcheck >/dev/null
 export DIOSHIM_SHM_DIR=$SHM
 TEAR=$TOP/build/tests/helpers/tearcheck
 
