@@ -21,18 +21,9 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 OLD_LAUNCHER=${1:-}
 : "${SECS:=3}" "${REPS:=3}" "${FSTYPES:=ext4 xfs}"
-export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-prefill-$$.registry
-# shellcheck source=../tests/lib/scratchfs.sh
-source "$TOP/tests/lib/scratchfs.sh"
 # shellcheck source=lib.sh
 source "$TOP/bench/lib.sh"
-
-SHM=$(mktemp -d /dev/shm/dioshim-prefill-shm.XXXXXX)
-cleanup() {
-	scratch_destroy_all
-	rm -rf "$SHM"
-}
-trap cleanup EXIT
+bench_scratch prefill
 make -s -C "$TOP" -j2 BUILD=build all >/dev/null
 export DIOSHIM_PREFILL=on
 NEW=$TOP/build/dioshim

@@ -13,22 +13,12 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 : "${SECS:=3}" "${REPS:=3}" "${WRITERS:=2}" "${READERS:=2}"
 : "${FSTYPES:=ext4 xfs}"
-export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-readers-$$.registry
-# shellcheck source=../tests/lib/scratchfs.sh
-source "$TOP/tests/lib/scratchfs.sh"
-
-SHM=$(mktemp -d /dev/shm/dioshim-readers-shm.XXXXXX)
-cleanup() {
-	scratch_destroy_all
-	rm -rf "$SHM"
-}
-trap cleanup EXIT
+# shellcheck source=lib.sh
+source "$TOP/bench/lib.sh"
+bench_scratch readers
 make -s -C "$TOP" -j2 BUILD=build all build/tests/helpers/tearcheck >/dev/null
 export DIOSHIM_SHM_DIR=$SHM
 TEAR=$TOP/build/tests/helpers/tearcheck
-
-# shellcheck source=lib.sh
-source "$TOP/bench/lib.sh"
 
 echo "| fs | writers | readers | kernel reads | dioshim reads | dioshim/kernel | kernel writes | dioshim writes | torn kernel / dioshim |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|---|"

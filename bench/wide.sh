@@ -15,18 +15,9 @@
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 : "${SECS:=4}" "${REPS:=3}" "${FSTYPES:=ext4 xfs}"
-export SCRATCH_REGISTRY=${TMPDIR:-/tmp}/dioshim-wide-$$.registry
-# shellcheck source=../tests/lib/scratchfs.sh
-source "$TOP/tests/lib/scratchfs.sh"
 # shellcheck source=lib.sh
 source "$TOP/bench/lib.sh"
-
-SHM=$(mktemp -d /dev/shm/dioshim-wide-shm.XXXXXX)
-cleanup() {
-	scratch_destroy_all
-	rm -rf "$SHM"
-}
-trap cleanup EXIT
+bench_scratch wide
 make -s -C "$TOP" -j2 all >/dev/null
 export DIOSHIM_SHM_DIR=$SHM
 
