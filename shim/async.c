@@ -588,7 +588,7 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 {
 	struct ofd *o;
 	struct shim_file *f = served_writer(fd, &o);
-	uint64_t len = sp->len;
+	uint64_t len = sp->len, tail = 0;
 	uint32_t flags;
 	struct aop *a;
 	bool append;
@@ -607,10 +607,16 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 	 * the tail without moving it (the kernel refuses it at submission
 	 * or at completion, and appends claimed meanwhile must not be left
 	 * past a hole). */
-	if (wtx_refused(f, flags & O_DIRECT,
-			append ? atomic_load(&f->seg->tail) : off, len,
-			sp->base_or, sp->len_or))
+	if (append)
+		tail = atomic_load(&f->seg->tail);
+	if (wtx_refused(f, flags & O_DIRECT, append ? tail : off, len,
+			sp->base_or, sp->len_or)) {
 		how |= WTX_REFUSED;
+		/* Made at the very tail that decided it: there, the kernel
+		 * refuses it, wherever the tail has moved since. */
+		if (append)
+			off = tail;
+	}
 	a = aop_claim(b, r, f, fd, key, append ? WTX_APPEND : WTX_AT, off,
 		      len, how);
 	if (!a)

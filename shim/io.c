@@ -292,9 +292,11 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 	/* An append the kernel will refuse is made at the tail, holding
 	 * nothing: claimed, its refusal would leave a hole behind the
 	 * appends after it. */
-	if (append)
-		write_sure(f, atomic_load(&o->flags), r,
-			   atomic_load(&f->seg->tail), len, &refused);
+	if (append) {
+		/* Made at the very tail that decided it (wtx_claim). */
+		off = atomic_load(&f->seg->tail);
+		write_sure(f, atomic_load(&o->flags), r, off, len, &refused);
+	}
 	wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
 		  WTX_REENTRANT | (refused ? WTX_REFUSED : 0));
 	ret = append ? real_write_at(r, t.off) : real_write_call(r);

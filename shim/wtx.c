@@ -101,10 +101,10 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 		 * exclusive); so does the shim, though it could do it. */
 		return WTX_AGAIN;
 	if (kind == WTX_APPEND && (how & WTX_REFUSED)) {
-		/* Where the kernel alone would try it; a refusal there
-		 * leaves nothing for the appends after it to pass over. */
+		/* At off, the tail that said the kernel refuses it (the
+		 * caller's look); a refusal there leaves nothing for the
+		 * appends after it to pass over. */
 		t->kind = kind = WTX_AT;
-		off = atomic_load(&seg->tail);
 	} else if (kind == WTX_APPEND) {
 		return claim_append(t, fd, len);
 	}

@@ -106,9 +106,9 @@ enum wtx_claimed {
  * Claim len bytes for a write of kind (at off, unless an append) to f
  * through fd: the append's offset, a reservation covering the range, or
  * the holes under it filled.  len > 0; f->seg is the segment entered.
- * An append with WTX_REFUSED becomes a write at the tail's offset
- * (t->kind WTX_AT, t->off): it is made there, positionally, holding
- * nothing.
+ * An append with WTX_REFUSED becomes a write at off, the tail the caller
+ * read to decide it (t->kind WTX_AT): it is made there, positionally,
+ * holding nothing.
  */
 enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 			   enum wtx_kind kind, uint64_t off, uint64_t len,

@@ -207,7 +207,7 @@ static void writes_at(void)
 	t = claim(WTX_AT, 64 * BS, BS, WTX_REFUSED | WTX_QUEUED, WTX_GO);
 	CHECK_EQ(w(&seg->tail), 2 * BS);
 	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
-	t = claim(WTX_APPEND, 0, BS, WTX_REFUSED, WTX_GO);
+	t = claim(WTX_APPEND, w(&seg->tail), BS, WTX_REFUSED, WTX_GO);
 	CHECK_EQ(t.kind, WTX_AT);
 	CHECK_EQ(t.off, 2 * BS);
 	CHECK_EQ(w(&seg->tail), 2 * BS);
@@ -217,6 +217,12 @@ static void writes_at(void)
 	wtx_settle(&a, fd, BS);
 	CHECK_EQ(w(&seg->tail), 3 * BS);
 	CHECK_EQ(w(&seg->eof), 3 * BS);
+	/* Decided at a tail that moved since: made where it was decided
+	 * (there the kernel refuses it), never at the new tail. */
+	t = claim(WTX_APPEND, 3 * BS - 100, BS, WTX_REFUSED, WTX_GO);
+	CHECK_EQ(t.off, 3 * BS - 100);
+	CHECK_EQ(wtx_settle(&t, fd, -EINVAL), 0);
+	CHECK_EQ(w(&seg->tail), 3 * BS);
 
 	/* Held, and an append claimed past it: not given back (the tail
 	 * moved on); the size still moves only by what was written. */
