@@ -163,7 +163,7 @@ static struct dioshim_shard *enter(struct shim_file *f, int fd,
 	}
 }
 
-static int64_t slot_inflight(struct dioshim_slot *s)
+int64_t slot_inflight(struct dioshim_slot *s)
 {
 	int64_t n = 0;
 	int i;

@@ -62,4 +62,7 @@ static inline void barrier_changing(struct shim_file *f)
 /* Sum of the in-flight counts of live owners (for tests and the drain). */
 int64_t inflight_count(struct dioshim_seg *seg);
 
+/* The calls of slot s in flight (its shards' counts). */
+int64_t slot_inflight(struct dioshim_slot *s);
+
 #endif

@@ -17,6 +17,7 @@
 #include "reserve.h"
 
 #include "config.h"
+#include "inflight.h"
 #include "log.h"
 #include "prefill.h"
 #include "recover.h"
@@ -554,18 +555,22 @@ static struct dioshim_done *done_put(struct dioshim_seg *seg, uint64_t off,
 
 /* Whether a process that died (or whose slot was freed as dead) still
  * has writes counted in flight: the only writers that never publish. */
+/* The writes of slot s in flight: calls, and queued writes whose
+ * completion it has not seen. */
+static int64_t slot_writes(struct dioshim_slot *s)
+{
+	return (int64_t)atomic_load(&s->async_inflight) + slot_inflight(s);
+}
+
 static bool dead_writer_in_flight(struct dioshim_seg *seg)
 {
-	int i, j, n = seg_slots(seg);
+	int i, n = seg_slots(seg);
 
 	for (i = 0; i < n; i++) {
 		struct dioshim_slot *s = &seg->slot[i];
 		uint64_t o = atomic_load(&s->owner.pid_start);
-		int64_t c = (int64_t)atomic_load(&s->async_inflight);
 
-		for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++)
-			c += atomic_load(&s->shard[j].inflight);
-		if (c > 0 &&
+		if (slot_writes(s) > 0 &&
 		    (!o || !owner_alive_in(seg->hint_key, o, s->owner.pidns)))
 			return true;
 	}
@@ -585,17 +590,15 @@ static uint64_t ns_since(const struct timespec *t0)
  * waiting here: one that may yet publish what holds the waiters back. */
 static bool live_writer_working(struct dioshim_seg *seg)
 {
-	int i, j, n = seg_slots(seg);
+	int i, n = seg_slots(seg);
 
 	for (i = 0; i < n; i++) {
 		struct dioshim_slot *s = &seg->slot[i];
 		uint64_t o = atomic_load(&s->owner.pid_start);
-		uint64_t c = atomic_load(&s->async_inflight);
 
-		for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++)
-			c += atomic_load(&s->shard[j].inflight);
-		if (c > atomic_load(&s->publish_waiting) && o &&
-		    owner_alive_in(seg->hint_key, o, s->owner.pidns))
+		if (slot_writes(s) >
+			    (int64_t)atomic_load(&s->publish_waiting) &&
+		    o && owner_alive_in(seg->hint_key, o, s->owner.pidns))
 			return true;
 	}
 	return false;

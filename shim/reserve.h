@@ -167,8 +167,9 @@ static inline uint64_t append_give_back(struct dioshim_seg *seg, uint64_t off,
  * is full: the caller keeps the range and tries again later. */
 bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
 
-/* *w = max(*w, v), relaxed: a word that only grows (outside a barrier). */
-static inline void word_max(_Atomic uint64_t *w, uint64_t v)
+/* *w = max(*w, v), relaxed: a word that only grows (outside a barrier).
+ * Returns what *w was. */
+static inline uint64_t word_max(_Atomic uint64_t *w, uint64_t v)
 {
 	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 
@@ -177,6 +178,7 @@ static inline void word_max(_Atomic uint64_t *w, uint64_t v)
 						      memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+	return cur;
 }
 
 /*

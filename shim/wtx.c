@@ -13,38 +13,40 @@
 
 #include <stdint.h>
 
+/* A direct write's offset, lengths and buffers aligned to blk and mem. */
+static bool aligned(uint64_t blk, uint64_t mem, uint64_t off, uint64_t len,
+		    uint64_t base_or, uint64_t len_or)
+{
+	return (off | len | len_or) % blk == 0 && base_or % mem == 0;
+}
+
 bool wtx_sure(const struct shim_file *f, bool direct, int rwf, uint64_t off,
 	      uint64_t len, uint64_t base_or, uint64_t len_or)
 {
 	const int known = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT |
 			  RWF_APPEND | RWF_NOAPPEND;
-	uint64_t blk = dio_off_align(f);
 
 	if (rwf & ~known)
 		return false;
-	return !direct || ((off | len | len_or) % blk == 0 &&
-			   base_or % dio_mem_align(f) == 0);
+	return !direct || aligned(dio_off_align(f), dio_mem_align(f), off,
+				  len, base_or, len_or);
 }
 
 bool wtx_refused(const struct shim_file *f, bool direct, uint64_t off,
 		 uint64_t len, uint64_t base_or, uint64_t len_or)
 {
 	return direct && f->dio_off_align && f->dio_mem_align &&
-	       ((off | len | len_or) % f->dio_off_align ||
-		base_or % f->dio_mem_align);
+	       !aligned(f->dio_off_align, f->dio_mem_align, off, len, base_or,
+			len_or);
 }
 
 /* Hold [.., t->end) in the tail for a write at its own offset: the tail
  * it found, in t->held_from. */
 static void tail_hold(struct wtx *t)
 {
-	_Atomic uint64_t *tail = &t->f->seg->tail;
-	uint64_t cur = atomic_load(tail);
+	uint64_t was = word_max(&t->f->seg->tail, t->end);
 
-	do
-		t->held_from = cur < t->end ? cur : t->end;
-	while (cur < t->end &&
-	       !atomic_compare_exchange_weak(tail, &cur, t->end));
+	t->held_from = was < t->end ? was : t->end;
 }
 
 /* The append's offset, or why it has none. */
