@@ -7,7 +7,7 @@
 #   make bench SECS=2 REPS=3    shorter (settings: see bench/run.sh)
 #   make demo                   the main job in a minute or two
 
-BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/tests/helpers/asyncwrite
+BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \
 	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS

@@ -150,6 +150,12 @@ void config_load(void)
 		config.group_commit = strcmp(v, "0") != 0;
 	if ((v = getenv("DIOSHIM_RANGELOCK")) && *v)
 		config.rangelock = strcmp(v, "0") != 0;
+	if ((v = getenv("DIOSHIM_ENGAGE"))) {
+		if (!strcmp(v, "always"))
+			config.engage_always = true;
+		else if (strcmp(v, "contention"))
+			log_msg("DIOSHIM_ENGAGE=%s: contention or always", v);
+	}
 	if ((v = getenv("DIOSHIM_PREFILL"))) {
 		if (!strcmp(v, "auto"))
 			config.prefill = CONFIG_PREFILL_AUTO;

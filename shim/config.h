@@ -14,6 +14,8 @@ struct config {
 	uint32_t stripes; /* DIOSHIM_STRIPES: power of two, <= the layout's */
 	uint32_t stripe_shift; /* log2 of DIOSHIM_STRIPE_SIZE */
 	int prefill; /* DIOSHIM_PREFILL: CONFIG_PREFILL_* */
+	bool engage_always; /* DIOSHIM_ENGAGE=always: reserve and prefill
+			     * from the first write, not on contention */
 	uint64_t prefill_chunk; /* DIOSHIM_PREFILL_CHUNK: power of two */
 	uint64_t reserve; /* DIOSHIM_RESERVE: first and smallest chunk */
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */

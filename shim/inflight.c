@@ -24,6 +24,8 @@
 #define _GNU_SOURCE
 #include "inflight.h"
 
+#include "config.h"
+
 #include "log.h"
 #include "prefill.h"
 #include "recover.h"
@@ -172,6 +174,29 @@ int64_t slot_inflight(struct dioshim_slot *s)
 		n += atomic_load_explicit(&s->shard[i].inflight,
 					  memory_order_seq_cst);
 	return n;
+}
+
+bool inflight_engaged(struct shim_file *f)
+{
+	struct dioshim_seg *seg = f->seg;
+	int64_t n = 0;
+	int i, hi;
+
+	if (file_engaged(seg))
+		return true;
+	if (config.engage_always) {
+		file_engage(seg);
+		return true;
+	}
+	hi = seg_slots(seg);
+	for (i = 0; i < hi && n < 2; i++)
+		if (atomic_load_explicit(&seg->slot[i].owner.pid_start,
+					 memory_order_acquire))
+			n += slot_writes(&seg->slot[i]);
+	if (n < 2)
+		return false;
+	file_engage(seg);
+	return true;
 }
 
 int64_t inflight_count(struct dioshim_seg *seg)

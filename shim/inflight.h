@@ -65,4 +65,37 @@ int64_t inflight_count(struct dioshim_seg *seg);
 /* The calls of slot s in flight (its shards' counts). */
 int64_t slot_inflight(struct dioshim_slot *s);
 
+/* The writes of slot s in flight: calls, and queued writes whose
+ * completion it has not seen. */
+static inline int64_t slot_writes(struct dioshim_slot *s)
+{
+	return (int64_t)atomic_load(&s->async_inflight) + slot_inflight(s);
+}
+
+/*
+ * Pay only for parallelism (DESIGN.md 7): a file's writes go to the
+ * kernel as issued — no reservation, no record, no prefill — until a
+ * second write is seen in flight beside one (a caller that has entered
+ * the count and finds another, a holder of ext_lock met by an extending
+ * write, a queued write); from then on, for good, the file is engaged.
+ * The switch is made under ext_lock, which every write the kernel
+ * extends holds through its call (a queued one through its submission),
+ * so no reservation starts beside one.
+ */
+static inline bool file_engaged(struct dioshim_seg *seg)
+{
+	return atomic_load_explicit(&seg->flags, memory_order_relaxed) &
+	       DIOSHIM_SEGF_ENGAGED;
+}
+
+static inline void file_engage(struct dioshim_seg *seg)
+{
+	if (!file_engaged(seg))
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_ENGAGED);
+}
+
+/* Whether f is engaged, engaging it if the caller (counted in flight)
+ * finds another write in flight. */
+bool inflight_engaged(struct shim_file *f);
+
 #endif

@@ -31,6 +31,7 @@
 #include "rangelock.h"
 #include "real.h"
 #include "reserve.h"
+#include "space.h"
 #include "sys.h"
 #include "wtx.h"
 
@@ -402,7 +403,8 @@ ssize_t io_write_exact(struct shim_file *f, const struct io_req *r)
 	return ret;
 }
 
-ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
+static ssize_t write_once(struct ofd *o, const struct io_req *r,
+			  bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
@@ -512,6 +514,21 @@ out_unlock:
 	if (pos_locked)
 		pthread_mutex_unlock(&o->pos_lock);
 	guard_exit(&g, ret, err);
+	return ret;
+}
+
+ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
+{
+	ssize_t ret = write_once(o, r, reentrant);
+	struct shim_file *f;
+
+	/* Out of space: the shim's reservations may be what took it. */
+	if (ret < 0 && space_short(errno) && !reentrant &&
+	    !(req_rwf(r) & RWF_NOWAIT)) {
+		f = atomic_load_explicit(&o->file, memory_order_acquire);
+		if (space_reclaim(f->dev))
+			ret = write_once(o, r, reentrant);
+	}
 	return ret;
 }
 
@@ -822,8 +839,8 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	return ret;
 }
 
-int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
-		 bool posix)
+static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
+			  off_t len, bool posix)
 {
 	const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
 			  FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE |
@@ -900,6 +917,22 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 out:
 	/* posix_fallocate returns its error and leaves errno alone. */
 	guard_exit(&g, posix ? 0 : ret, err);
+	return ret;
+}
+
+int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
+		 bool posix)
+{
+	int ret = fallocate_once(o, fd, mode, off, len, posix);
+	struct shim_file *f;
+
+	/* Out of space: the shim's reservations may be what took it. */
+	if (space_short(posix ? ret : ret < 0 ? errno : 0) &&
+	    !(mode & FALLOC_FL_PUNCH_HOLE)) {
+		f = atomic_load_explicit(&o->file, memory_order_acquire);
+		if (space_reclaim(f->dev))
+			ret = fallocate_once(o, fd, mode, off, len, posix);
+	}
 	return ret;
 }
 

@@ -89,9 +89,8 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->barrier_waiters, 0);
 	atomic_store(&seg->publish_waiters, 0);
 	memset((void *)seg->done, 0, sizeof(seg->done));
-	memset((void *)seg->stripe, 0, sizeof(seg->stripe));
-	memset((void *)seg->prefill, 0, sizeof(seg->prefill));
-	memset((void *)seg->prefill_claim, 0, sizeof(seg->prefill_claim));
+	/* The extent-lock table, the prefill bitmap and its claims. */
+	lazy_reset(seg);
 	robust_init(&seg->barrier_lock);
 	robust_init(&seg->ext_lock);
 	robust_init(&seg->commit_lock);

@@ -241,6 +241,22 @@ bool seg_lock(pthread_mutex_t *m, bool *recovered)
 	return true;
 }
 
+int seg_trylock(pthread_mutex_t *m, bool *recovered)
+{
+	int rc;
+
+	*recovered = false;
+	if (!mutex_sane(m))
+		return EINVAL;
+	rc = pthread_mutex_trylock(m);
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(m);
+		*recovered = true;
+		return 0;
+	}
+	return rc;
+}
+
 void seg_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_unlock(m);

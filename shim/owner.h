@@ -42,5 +42,7 @@ int seg_lock_for(pthread_mutex_t *m, bool *recovered, int secs);
  * a broken lock (logged). */
 bool seg_lock(pthread_mutex_t *m, bool *recovered);
 void seg_unlock(pthread_mutex_t *m);
+/* Lock it if nobody holds it: 0, EBUSY, or an error as seg_lock_for. */
+int seg_trylock(pthread_mutex_t *m, bool *recovered);
 
 #endif

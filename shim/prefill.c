@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "extmap.h"
+#include "inflight.h"
 #include "log.h"
 #include "sys.h"
 
@@ -49,17 +50,34 @@ uint64_t prefill_initial_chunk(uint32_t fs_bit)
 	return 0;
 }
 
+/* The claims and the bitmap are lazy pages (layout.h), allocated
+ * together when a chunk is first prefilled: until then every bit is
+ * clear, read without touching them. */
+static bool pages_backed(struct dioshim_seg *seg)
+{
+	return lazy_is_backed(seg, seg->prefill_claim);
+}
+
+static bool pages_back(struct dioshim_seg *seg)
+{
+	return lazy_back(seg, seg->prefill_claim,
+			 sizeof(seg->prefill_claim) + sizeof(seg->prefill));
+}
+
 static bool bit_test(struct dioshim_seg *seg, uint64_t i)
 {
-	return atomic_load_explicit(&seg->prefill[i / 64],
-				    memory_order_relaxed) &
-	       (1ull << (i % 64));
+	return pages_backed(seg) &&
+	       (atomic_load_explicit(&seg->prefill[i / 64],
+				     memory_order_relaxed) &
+		(1ull << (i % 64)));
 }
 
 static void bit_set(struct dioshim_seg *seg, uint64_t i)
 {
-	atomic_fetch_or_explicit(&seg->prefill[i / 64], 1ull << (i % 64),
-				 memory_order_relaxed);
+	if (pages_back(seg))
+		atomic_fetch_or_explicit(&seg->prefill[i / 64],
+					 1ull << (i % 64),
+					 memory_order_relaxed);
 }
 
 /* Double the chunk until chunk number `last` fits the bitmap; ext_lock. */
@@ -75,7 +93,7 @@ static uint64_t grow(struct dioshim_seg *seg, uint64_t last_byte)
 	chunk = atomic_load(&seg->prefill_chunk);
 	while (chunk && last_byte / chunk >= BITS) {
 		/* New bit i: old bits 2i and 2i + 1 both set. */
-		for (i = 0; i < BITS; i++) {
+		for (i = 0; i < BITS && pages_backed(seg); i++) {
 			bool both = i * 2 + 1 < BITS && bit_test(seg, 2 * i) &&
 				    bit_test(seg, 2 * i + 1);
 			uint64_t m = 1ull << (i % 64);
@@ -141,6 +159,8 @@ static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk)
 	_Atomic uint64_t *w = claim_word(seg, start);
 	enum fill r = FILL_DONE;
 
+	if (!pages_back(seg))
+		return FILL_FAILED; /* into the hole, as the kernel alone */
 	if (!claim(w, start + 1))
 		return FILL_OTHER;
 	if (bit_test(seg, i)) {
@@ -183,6 +203,9 @@ void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 	for (i = first; i <= last && i < BITS; i++) {
 		if (bit_test(seg, i))
 			continue;
+		/* One writer writes into holes as the kernel alone does. */
+		if (!inflight_engaged(f))
+			return;
 		/* Inside the kernel's size only: past it, the reservation's
 		 * fallocate allocates.  The whole chunk, even where it runs
 		 * past the size (KEEP_SIZE): a chunk cut at the size would be
@@ -201,7 +224,7 @@ void prefill_forget(struct shim_file *f, uint64_t off, uint64_t len)
 	struct dioshim_seg *seg = f->seg;
 	uint64_t chunk = atomic_load(&seg->prefill_chunk), i;
 
-	if (!chunk || (chunk & (chunk - 1)) || !len)
+	if (!chunk || (chunk & (chunk - 1)) || !len || !pages_backed(seg))
 		return;
 	for (i = off / chunk; i <= (off + len - 1) / chunk && i < BITS; i++)
 		atomic_fetch_and(&seg->prefill[i / 64], ~(1ull << (i % 64)));
@@ -211,7 +234,7 @@ void prefill_forget_all(struct shim_file *f)
 {
 	unsigned i;
 
-	for (i = 0; i < BITS / 64; i++)
+	for (i = 0; i < BITS / 64 && pages_backed(f->seg); i++)
 		atomic_store(&f->seg->prefill[i], 0);
 }
 

@@ -36,6 +36,12 @@
  * reader is done, is found dead, or GATE_PATIENCE_NS has passed.  Readers
  * write nothing shared until they have met writers.
  *
+ * The table's pages are allocated as writers first need them (a page of
+ * 64 stripes: one word of a range's bitmap): a stripe in a page not yet
+ * allocated was never taken, and readers and drainers pass it by without
+ * touching it.  A writer that cannot have its pages (the segment
+ * directory is full) writes unlocked.
+ *
  * Lock order: stripes are taken after the in-flight count and before
  * ext_lock (the reservation), and held across the kernel's write.
  */
@@ -102,6 +108,24 @@ static void cover(struct dioshim_seg *seg, uint64_t off, uint64_t len,
 	}
 	for (b = first; b <= last; b++)
 		rl->bits[(b & (n - 1)) / 64] |= 1ull << ((b & (n - 1)) % 64);
+}
+
+/* Whether stripe i's page is allocated (else it was never taken). */
+static bool stripe_backed(const struct dioshim_seg *seg, unsigned i)
+{
+	return lazy_is_backed(seg, &seg->stripe[i]);
+}
+
+/* Allocate the pages of rl's stripes; false if they cannot be. */
+static bool stripes_back(struct dioshim_seg *seg, const struct rangelock *rl)
+{
+	unsigned w;
+
+	for (w = 0; w < DIOSHIM_STRIPES / 64; w++)
+		if (rl->bits[w] && !lazy_back(seg, &seg->stripe[w * 64],
+					      64 * sizeof(seg->stripe[0])))
+			return false;
+	return true;
 }
 
 #define for_each_stripe(rl, i)                                          \
@@ -477,7 +501,8 @@ static void wide_drain_stripes(struct dioshim_seg *seg, uint32_t n)
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
-		stripe_wait_moved(seg->hint_key, &seg->stripe[i],
+		if (stripe_backed(seg, i))
+			stripe_wait_moved(seg->hint_key, &seg->stripe[i],
 				  atomic_load_explicit(&seg->stripe[i].seq,
 						       memory_order_acquire),
 				  true);
@@ -532,6 +557,8 @@ void rangelock_release_self(struct dioshim_seg *seg)
 		struct dioshim_stripe *s = &seg->stripe[i];
 		uint64_t holder = me->pid_start;
 
+		if (!stripe_backed(seg, i))
+			continue;
 		if ((uint32_t)s->gate.pidns == (uint32_t)me->pidns &&
 		    atomic_compare_exchange_strong(&s->gate.pid_start, &holder,
 						   0) &&
@@ -596,6 +623,10 @@ bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 	cover(seg, off, len, rl);
 	if (!rl->active)
 		return false;
+	if (!stripes_back(seg, rl)) {
+		rl->active = false;
+		return false;
+	}
 	for (;;) {
 		for_each_stripe(rl, i)
 			gate_wait(seg->hint_key, &seg->stripe[i]);
@@ -651,7 +682,10 @@ void rangelock_read_begin(struct shim_file *f, uint64_t off, uint64_t len,
 	while ((j = wide_conflict(seg, rl, -1, 0, &v, &t)) >= 0)
 		wide_wait(seg->hint_key, &seg->wide[j], v, false);
 	for_each_stripe(rl, i)
-		rl->seq[i] = stripe_wait_even(seg->hint_key, &seg->stripe[i]);
+		rl->seq[i] = stripe_backed(seg, i)
+				     ? stripe_wait_even(seg->hint_key,
+							&seg->stripe[i])
+				     : 0;
 }
 
 /* Whether a wide write begun since rl->wide_seen may have touched rl's
@@ -689,8 +723,12 @@ bool rangelock_read_valid(struct shim_file *f, struct rangelock *rl)
 		return true;
 	atomic_thread_fence(memory_order_acquire);
 	for_each_stripe(rl, i) {
-		if (atomic_load_explicit(&f->seg->stripe[i].seq,
-					 memory_order_relaxed) != rl->seq[i]) {
+		/* A page allocated since: a writer came (its count moved
+		 * from the zero the reader took). */
+		if ((stripe_backed(f->seg, i)
+			     ? atomic_load_explicit(&f->seg->stripe[i].seq,
+						    memory_order_relaxed)
+			     : 0) != rl->seq[i]) {
 			tls_read_tries++;
 			return false;
 		}
@@ -725,7 +763,8 @@ bool rangelock_read_retry(struct shim_file *f, struct rangelock *rl)
 		struct dioshim_stripe *s = &f->seg->stripe[i];
 		uint64_t none = 0;
 
-		if (atomic_load_explicit(&s->gate.pid_start,
+		if (!lazy_back(f->seg, s, sizeof(*s)) ||
+		    atomic_load_explicit(&s->gate.pid_start,
 					 memory_order_relaxed) == me->pid_start)
 			continue;
 		if (atomic_compare_exchange_strong(&s->gate.pid_start, &none,

@@ -67,11 +67,23 @@ uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
 	return round_up(target, min);
 }
 
-uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint32_t blksize)
+uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint64_t total,
+			     uint32_t blksize)
 {
-	uint64_t cap = avail / 16 / blksize * blksize;
+	uint64_t cap = avail / 16, pct = total / 100;
+	unsigned shift = 0, p;
 
-	return chunk < cap ? chunk : cap;
+	if (chunk > cap)
+		chunk = cap;
+	if (pct && avail < 5 * pct) {
+		if (avail < pct)
+			return 0;
+		shift = 2;
+		for (p = 4; p >= 2; p--)
+			if (avail < p * pct)
+				shift++;
+	}
+	return (chunk >> shift) / blksize * blksize;
 }
 
 static void stat_add(_Atomic uint64_t *c)
@@ -97,6 +109,9 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	phys = atomic_load(&seg->phys);
 	if (end <= phys && !recovered)
 		return RESERVE_OK;
+	/* One writer: the kernel extends the file, as it would alone. */
+	if (!recovered && !inflight_engaged(f))
+		goto exact;
 	/* Slow path: re-read the kernel's size, which a writer outside the
 	 * shim (or one that died mid-extension) may have moved. */
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
@@ -121,10 +136,13 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	else
 		chunk = config.reserve;
 	if (sys_fstatfs(fd, &sfs) == 0)
-		chunk = reserve_chunk_bound(chunk,
-					    (uint64_t)sfs.f_bavail *
-						    (uint64_t)sfs.f_bsize,
-					    seg_blksize(seg));
+		chunk = reserve_chunk_bound(
+			chunk, (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize,
+			(uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize,
+			seg_blksize(seg));
+	/* Too little free to hold any: the kernel extends. */
+	if (chunk < seg_blksize(seg))
+		goto exact;
 
 	/* A write far past the end leaves the gap a hole: reserve from the
 	 * write's block, not from phys, and a chunk past the write, so that
@@ -207,13 +225,23 @@ exact:
 	return RESERVE_EXACT;
 }
 
+/* ext_lock for a write past phys: a holder met there is another write
+ * (or a size change) beside this one, and engages the file. */
+static bool ext_lock_extend(struct dioshim_seg *seg, bool *recovered)
+{
+	if (!seg_trylock(&seg->ext_lock, recovered))
+		return true;
+	file_engage(seg);
+	return seg_lock(&seg->ext_lock, recovered);
+}
+
 enum reserve_result reserve_extend(struct shim_file *f, int fd, uint64_t off,
 				   uint64_t end)
 {
 	enum reserve_result res;
 	bool recovered;
 
-	if (!seg_lock(&f->seg->ext_lock, &recovered))
+	if (!ext_lock_extend(f->seg, &recovered))
 		return RESERVE_UNLOCKED;
 	res = reserve_locked(f, fd, off, end, recovered);
 	if (res == RESERVE_OK)
@@ -251,7 +279,7 @@ enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
 		*off = t;
 		return RESERVE_WOULD_BLOCK;
 	}
-	if (!held && !seg_lock(&seg->ext_lock, &recovered)) {
+	if (!held && !ext_lock_extend(seg, &recovered)) {
 		*off = atomic_fetch_add(&seg->tail, len);
 		return RESERVE_UNLOCKED;
 	}
@@ -555,13 +583,6 @@ static struct dioshim_done *done_put(struct dioshim_seg *seg, uint64_t off,
 
 /* Whether a process that died (or whose slot was freed as dead) still
  * has writes counted in flight: the only writers that never publish. */
-/* The writes of slot s in flight: calls, and queued writes whose
- * completion it has not seen. */
-static int64_t slot_writes(struct dioshim_slot *s)
-{
-	return (int64_t)atomic_load(&s->async_inflight) + slot_inflight(s);
-}
-
 static bool dead_writer_in_flight(struct dioshim_seg *seg)
 {
 	int i, n = seg_slots(seg);

@@ -111,8 +111,15 @@ void reserve_resync(struct shim_file *f, int fd);
 uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
 			    uint64_t min, uint64_t max);
 
-/* Bound a chunk by free space: at most 1/16 of what is free, in blocks. */
-uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint32_t blksize);
+/*
+ * Bound a chunk by free space: at most 1/16 of what is free, in blocks;
+ * and, as XFS throttles its speculative preallocation, a quarter of it
+ * below 5% of the filesystem free, halved again below each of 4%, 3% and
+ * 2%, nothing below 1% (every file of the filesystem reserves from the
+ * same free space: together they stay a small part of it).
+ */
+uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint64_t total,
+			     uint32_t blksize);
 
 /*
  * eof = max(eof, end): an unlocked check first, a CAS only when the write

@@ -154,6 +154,41 @@ static bool slot_back_range(struct dioshim_seg *seg, int n)
 	       (errno == EINVAL && slot_back_by_fd(seg, from, to));
 }
 
+bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
+{
+	unsigned first = lazy_page(seg, p),
+		 last = lazy_page(seg, (const char *)p + len - 1), pg;
+	uint32_t want = 0;
+
+	for (pg = first; pg <= last && pg < DIOSHIM_LAZY_PAGES; pg++)
+		want |= 1u << pg;
+	if ((atomic_load_explicit(&seg->lazy_backed, memory_order_acquire) &
+	     want) == want)
+		return true;
+	if (madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
+		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
+		log_once("shared memory for the extent-lock table or the "
+			 "prefill bitmap unavailable (%s): doing without",
+			 strerror(errno));
+		return false;
+	}
+	atomic_fetch_or_explicit(&seg->lazy_backed, want, memory_order_release);
+	return true;
+}
+
+void lazy_reset(struct dioshim_seg *seg)
+{
+	uint32_t had = atomic_exchange(&seg->lazy_backed, 0);
+	unsigned pg;
+
+	for (pg = 0; pg < DIOSHIM_LAZY_PAGES; pg++) {
+		char *page = (char *)seg + DIOSHIM_LAZY_OFF + (size_t)pg * 4096;
+
+		if ((had & (1u << pg)) && madvise(page, 4096, MADV_REMOVE))
+			memset(page, 0, 4096);
+	}
+}
+
 static bool slot_back(struct dioshim_seg *seg, int i)
 {
 	if ((uint32_t)i < atomic_load(&seg->slots_hi))

@@ -185,6 +185,31 @@ static inline uint32_t seg_blksize(const struct dioshim_seg *seg)
 	return b >= 512 && b <= (1u << 20) && !(b & (b - 1)) ? b : 4096;
 }
 
+/* The page of the lazy tables (layout.h) that holds p. */
+static inline unsigned lazy_page(const struct dioshim_seg *seg, const void *p)
+{
+	return (unsigned)(((uintptr_t)p - (uintptr_t)seg - DIOSHIM_LAZY_OFF) /
+			  4096);
+}
+
+/* Whether the lazy page holding p is allocated: if not, nobody ever
+ * wrote it, and its words are zeros (read them without touching it). */
+static inline bool lazy_is_backed(const struct dioshim_seg *seg,
+				  const void *p)
+{
+	return __atomic_load_n(&seg->lazy_backed, __ATOMIC_ACQUIRE) &
+	       (1u << lazy_page(seg, p));
+}
+
+/* Allocate the lazy pages holding [p, p + len) before anything writes
+ * them (MADV_POPULATE_WRITE: a full directory is an error, never a
+ * SIGBUS).  False if they cannot be: the caller does without them. */
+bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len);
+
+/* A first live user (nobody else inside): every lazy page given back,
+ * zeros at its next use. */
+void lazy_reset(struct dioshim_seg *seg);
+
 /* How many slots of seg may be in use (and are backed): the bound of
  * every walk of seg->slot[]. */
 static inline int seg_slots(const struct dioshim_seg *seg)

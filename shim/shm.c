@@ -848,7 +848,9 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 		pthread_mutex_unlock(&lifeline_lock);
 		return true;
 	}
-	fd = guest_dir_fd(key, false);
+	/* Kept open, as a guest keeps it: asked at every segment made
+	 * and left, it costs one call, not six. */
+	fd = guest_dir_fd(key, true);
 	mine = fd >= 0;
 	if (!mine)
 		fd = guest_dir_open(key);

@@ -7,6 +7,7 @@
 #include "wtx.h"
 
 #include "config.h"
+#include "inflight.h"
 #include "prefill.h"
 #include "io.h"
 #include "sys.h"
@@ -95,6 +96,8 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 	t->held_from = UINT64_MAX;
 	t->res = RESERVE_OK;
 	t->epoch = atomic_load(&seg->epoch);
+	if (how & WTX_QUEUED)
+		file_engage(seg); /* a queue: writes in flight beside it */
 	if ((how & WTX_NOWAIT) && f->fs_bit == CONFIG_FS_EXT4 &&
 	    (kind == WTX_APPEND ? atomic_load(&seg->tail) : off) + len >
 		    atomic_load_explicit(&seg->eof, memory_order_acquire))

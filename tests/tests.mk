@@ -27,11 +27,11 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE \
 		-o $@ $< -lpthread -laio -luring
 
-$(BUILD)/appendbench: bench/appendbench.c
+$(BUILD)/appendbench $(BUILD)/filesbench: $(BUILD)/%: bench/%.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -lpthread
 
-test-build: all $(UNIT_BIN) $(HELPER_BIN) $(BUILD)/appendbench
+test-build: all $(UNIT_BIN) $(HELPER_BIN) $(BUILD)/appendbench $(BUILD)/filesbench
 
 # TESTS=unit or TESTS=tests/bats/append.bats narrows the run.
 test: deps test-build

@@ -34,11 +34,14 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 4u
+#define DIOSHIM_LAYOUT_VERSION 5u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
-#define DIOSHIM_HINT_PREFIX "dioshim-hint."
+/* One hint per layout version (bumped with it): a process of another
+ * version that finds the name never takes the hint for broken, which
+ * would cost it a look for segments at every call. */
+#define DIOSHIM_HINT_PREFIX "dioshim-hint5."
 /* a group's directory: segments of its group-writable files, its hint */
 #define DIOSHIM_GROUP_PREFIX "dioshim-g"
 
@@ -75,6 +78,9 @@ enum dioshim_birth_kind {
 #define DIOSHIM_SEGF_NO_RESERVE 0x1u /* fallocate or xattrs unsupported */
 #define DIOSHIM_SEGF_SIZE_NO_DATA 0x2u /* eof grew past the data since the
 					* record was written (fallocate) */
+#define DIOSHIM_SEGF_ENGAGED 0x4u /* a second write was seen in flight:
+				   * reservation and prefill start (until
+				   * then writes go to the kernel as issued) */
 
 /*
  * Owner of a slot or a lock: a process, named so that a recycled pid never
@@ -293,8 +299,13 @@ struct dioshim_seg {
 	uint32_t stripes __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint32_t stripe_shift; /* log2 of the stripe size, >= 9 */
 	DIOSHIM_ATOMIC(uint64_t) wide_ticket; /* last wide ticket handed out */
-	uint64_t stripe_pad[6];
-	struct dioshim_stripe stripe[DIOSHIM_STRIPES];
+	/* Bit p: page p of the lazy tables (from stripe[] on) is allocated
+	 * (MADV_POPULATE_WRITE); set once it is, cleared only by a first
+	 * live user (nobody else inside).  A page not allocated was never
+	 * written: it reads as zeros without being touched. */
+	DIOSHIM_ATOMIC(uint32_t) lazy_backed;
+	uint32_t lazy_pad;
+	uint64_t stripe_pad[5];
 	struct dioshim_wide wide[DIOSHIM_WIDE_SLOTS];
 
 	/* Hole prefill (DESIGN.md 2.2): bit i set = chunk i (of prefill_chunk
@@ -307,14 +318,24 @@ struct dioshim_seg {
 	 * one fallocate per chunk. */
 	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t prefill_pad[7];
-	DIOSHIM_ATOMIC(uint64_t) prefill_claim[DIOSHIM_PREFILL_CLAIMS];
-	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];
 
-	/* Last, page-aligned: only the pages below slots_hi are backed. */
+	/* Page-aligned: only the pages below slots_hi are backed. */
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS] __attribute__((aligned(4096)));
+
+	/* The lazy tables, page-aligned: a page is allocated when a writer
+	 * first needs it (lazy_backed), so that a file with few writers
+	 * holds a few pages of shared memory, not the whole table. */
+	struct dioshim_stripe stripe[DIOSHIM_STRIPES] __attribute__((aligned(4096)));
+	DIOSHIM_ATOMIC(uint64_t) prefill_claim[DIOSHIM_PREFILL_CLAIMS] __attribute__((aligned(4096)));
+	DIOSHIM_ATOMIC(uint64_t) prefill[DIOSHIM_PREFILL_BITS / 64];
 };
-/* The part of a segment allocated when it is made: all but the slots. */
+/* The part of a segment allocated when it is made: the head, before the
+ * slots (and their first page with it). */
 #define DIOSHIM_SEG_HEAD offsetof(struct dioshim_seg, slot)
+/* The lazy tables: pages [0, DIOSHIM_LAZY_PAGES) from stripe[]. */
+#define DIOSHIM_LAZY_OFF offsetof(struct dioshim_seg, stripe)
+#define DIOSHIM_LAZY_PAGES \
+	((sizeof(struct dioshim_seg) - DIOSHIM_LAZY_OFF + 4095) / 4096)
 
 /*
  * The hint: one small segment per user (or per group, in group mode) that
@@ -360,7 +381,13 @@ _Static_assert(offsetof(struct dioshim_seg, done) == 14 * DIOSHIM_CACHELINE,
 _Static_assert(offsetof(struct dioshim_seg, stripes) == 46 * DIOSHIM_CACHELINE,
 	       "stripe geometry");
 _Static_assert(offsetof(struct dioshim_seg, slot) % 4096 == 0, "slot pages");
-_Static_assert(DIOSHIM_SEG_HEAD <= 48 * 1024, "segment head budget");
+_Static_assert(DIOSHIM_SEG_HEAD <= 4096, "segment head: one page");
+_Static_assert(DIOSHIM_LAZY_OFF % 4096 == 0 &&
+		       offsetof(struct dioshim_seg, prefill_claim) % 4096 == 0,
+	       "lazy pages");
+/* 64 stripes, one word of a range's stripe bitmap, to a page */
+_Static_assert(64 * sizeof(struct dioshim_stripe) == 4096, "stripe page");
+_Static_assert(DIOSHIM_LAZY_PAGES <= 32, "lazy_backed bits");
 _Static_assert(sizeof(struct dioshim_hint) == 2 * DIOSHIM_CACHELINE, "hint");
 #endif
 

@@ -101,3 +101,29 @@ fill() {
 	[ "$status" -eq 0 ]
 	assert_no_segment "$F"
 }
+
+@test "a writer out of space has the reserved tail another process holds given back, and writes as much as with the kernel alone" {
+	local a=$SCRATCH_MNT/full.held side
+	declare -A n
+	for side in noshim shim; do
+		rm -f "$a" "$F" "$T/ready" "$T/go"
+		DIOSHIM_RESERVE=4M "$side" "$HELPERS/t_appender" -t 1 -n 2 -c -e \
+			-p "1:$T/ready:$T/go" "$a" >/dev/null &
+		wait_file "$T/ready"
+		echo "$side: the holder's file is $(real_size "$a") bytes"
+		[ "$side" = noshim ] || [ "$(real_size "$a")" -gt $((1 << 20)) ]
+		run "$side" "$HELPERS/t_appender" -t 1 -n 1000000 -c -e -l "$T/log.$side" "$F"
+		echo "$output"
+		[ "$status" -eq 0 ]
+		n[$side]=$(field records "$output")
+		touch "$T/go"
+		wait
+		run noshim "$HELPERS/t_verify" -S $((n[$side] * 4096)) "$F" "$T/log.$side"
+		[ "$status" -eq 0 ]
+	done
+	echo "records: kernel alone ${n[noshim]}, shim ${n[shim]}"
+	[ "${n[shim]}" -ge $((n[noshim] - 64)) ]
+	[ "$(real_size "$a")" -le 8192 ]
+	assert_no_segment "$a"
+	assert_no_segment "$F"
+}

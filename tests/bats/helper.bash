@@ -16,6 +16,12 @@ export TOP BUILD DIOSHIM APPENDBENCH HELPERS
 source "$TOP/tests/lib/scratchfs.sh"
 : "${DIOSHIM_SHM_DIR:=/dev/shm}"
 export DIOSHIM_SHM_DIR
+# Most suites try the mechanisms (reservation, record, trim, prefill) on
+# files with one writer, which by default the shim leaves to the kernel
+# until a second write is in flight: they engage every file from its first
+# write.  engage.bats tries the default.
+: "${DIOSHIM_ENGAGE:=always}"
+export DIOSHIM_ENGAGE
 
 # Run under the shim / strictly outside it.  Nothing may hang the run:
 # every shimmed command gets a time limit.

@@ -73,15 +73,23 @@ check_b() {
 }
 
 @test "slot and lock words fuzzed in bulk: no crash, no hang" {
-	local seg i out
+	local seg i out lazy
 	for i in $(seq 20); do
 		rm -f "$F"
 		( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
 		seg=$(seg_of "$F")
-		# 64 random words anywhere in the first 48 KiB (locks, slots).
-		for _ in $(seq 64); do
+		# 48 random words anywhere in the head and the first page of
+		# slots (locks, slots), 16 in the extent-lock table, the last
+		# 11 pages of the file (with the prefill bitmap), allocated
+		# or not.
+		lazy=$(($(stat -c %s "$seg") / 8 - 11 * 512))
+		for _ in $(seq 48); do
 			dd if=/dev/urandom of="$seg" bs=8 count=1 \
-				seek=$((RANDOM % 6144)) conv=notrunc status=none
+				seek=$((RANDOM % 1024)) conv=notrunc status=none
+		done
+		for _ in $(seq 16); do
+			dd if=/dev/urandom of="$seg" bs=8 count=1 \
+				seek=$((lazy + RANDOM % 4096)) conv=notrunc status=none
 		done
 		out=$(timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b) ||
 			{ echo "round $i: exit $?: $out"; return 1; }

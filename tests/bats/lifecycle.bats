@@ -137,8 +137,8 @@ shmfs_umount() {
 	SHMFS=
 }
 
-# Fill SHMFS until ENOSPC; then give back KEEP bytes (a few pages: room
-# for a hint page, not for a whole segment of ~84 KiB).
+# Fill SHMFS until ENOSPC; then give back KEEP bytes (a page: room for a
+# hint, not for a segment, whose head and first slots take two).
 shmfs_fill() {
 	local keep=${1:-0} filler=$SHMFS/filler.$RANDOM
 	noshim dd if=/dev/zero of="$filler" bs=4k 2>/dev/null || true
@@ -243,10 +243,10 @@ procs_case() {
 	dd_case shim "$F.shim"
 }
 
-@test "nearly full segment directory (room for a few pages, not a segment): /bin/true and dd oflag=direct" {
+@test "nearly full segment directory (room for a page, not a segment): /bin/true and dd oflag=direct" {
 	head -c 262144 /dev/urandom >"$T/src"
 	shmfs_mount 256k
-	shmfs_fill 16384
+	shmfs_fill 4096
 	true_case noshim
 	true_case shim
 	dd_case noshim "$F.noshim"
@@ -261,8 +261,8 @@ procs_case() {
 
 @test "segment directory nearly fills while writers run (go on, fork a writer, open a new file): no SIGBUS, every record" {
 	shmfs_mount 512k
-	fills_while_running noshim 16384
-	fills_while_running shim 16384
+	fills_while_running noshim 4096
+	fills_while_running shim 4096
 }
 
 # ---- the rule: a writer that cannot join makes the file exact -----------

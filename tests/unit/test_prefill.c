@@ -5,11 +5,13 @@
  * write past what the bitmap covers doubles the chunk, a doubled chunk
  * being known only if both halves were; a chunk another writer claimed is
  * left to it, a claim word held for another chunk waited for (not for
- * ever); prefill never changes the size.
+ * ever); prefill never changes the size; a file with one write in
+ * flight is not prefilled, and is from the moment a second one is.
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
+#include "inflight.h"
 #include "prefill.h"
 
 #include <pthread.h>
@@ -69,6 +71,20 @@ int main(void)
 	if (!file_identify(fd, &id) || !(f = segment_attach(fd, &id, true)))
 		return T_FAIL;
 	CHECK_EQ(atomic_load(&f->seg->prefill_chunk), MiB);
+
+	/* One write in flight (this one): into its hole, as issued. */
+	before = blocks_kib(fd);
+	atomic_store(&f->seg->slot[f->slot].shard[0].inflight, 1);
+	prefill_ensure(f, fd, 5 * MiB + 100, 4096);
+	CHECK(!bit(f->seg, 5));
+	CHECK_EQ(blocks_kib(fd) - before, 0);
+	CHECK(!file_engaged(f->seg));
+	/* A second one beside it: the file is engaged, for good. */
+	atomic_store(&f->seg->slot[f->slot].shard[1].inflight, 1);
+	CHECK(inflight_engaged(f));
+	atomic_store(&f->seg->slot[f->slot].shard[0].inflight, 0);
+	atomic_store(&f->seg->slot[f->slot].shard[1].inflight, 0);
+	CHECK(inflight_engaged(f));
 
 	before = blocks_kib(fd);
 	prefill_ensure(f, fd, 5 * MiB + 100, 4096);

@@ -30,11 +30,18 @@
  *    that holds ext_lock already claims appends past the reservation
  *    without taking it again;
  *  - a claim from a signal handler takes no lock (ext_lock held by its
- *    own thread) and its settling waits for nothing.
+ *    own thread) and its settling waits for nothing;
+ *  - a file with one write in flight reserves nothing: the kernel extends
+ *    (ext_lock held, the kernel's size untouched); a second write in
+ *    flight, a holder of ext_lock met by an extending claim, or a queued
+ *    write engages it, and reservations start.
+ * Past engage(), the file is engaged (the rest tests reservations).
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
+#include "config.h"
+#include "inflight.h"
 #include "wtx.h"
 
 #include <pthread.h>
@@ -410,6 +417,69 @@ static void exact(void)
 	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_NO_RESERVE);
 }
 
+/* The claiming thread's own write, counted in flight as io.c does. */
+static void counted(int64_t n)
+{
+	atomic_store(&f->seg->slot[f->slot].shard[0].inflight, n);
+}
+
+static void *lock_ext(void *arg)
+{
+	bool recovered;
+
+	(void)arg;
+	seg_lock(&f->seg->ext_lock, &recovered);
+	pause_ms(50);
+	seg_unlock(&f->seg->ext_lock);
+	return NULL;
+}
+
+static char blk[BS] __attribute__((aligned(4096)));
+
+static void engage(void)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct wtx a;
+	pthread_t tid;
+
+	reset(0);
+	CHECK(!file_engaged(seg));
+	counted(1);
+	/* Alone: the kernel extends, nothing reserved. */
+	a = claim(WTX_APPEND, 0, BS, 0, WTX_GO);
+	CHECK_EQ(a.res, RESERVE_EXACT);
+	CHECK_EQ(w(&seg->phys), 0);
+	CHECK_EQ(pwrite(fd, blk, BS, 0), (ssize_t)BS);
+	CHECK_EQ(wtx_settle(&a, fd, BS), WTX_MOVED);
+	CHECK_EQ(w(&seg->phys), BS);
+	a = claim(WTX_AT, BS, BS, 0, WTX_GO);
+	CHECK_EQ(a.res, RESERVE_EXACT);
+	CHECK_EQ(wtx_settle(&a, fd, -EIO), 0);
+	CHECK(!file_engaged(seg));
+	/* Another holds ext_lock when an extending claim comes: engaged. */
+	if (pthread_create(&tid, NULL, lock_ext, NULL))
+		exit(T_FAIL);
+	pause_ms(10);
+	a = claim(WTX_APPEND, 0, BS, 0, WTX_GO);
+	pthread_join(tid, NULL);
+	CHECK(file_engaged(seg));
+	CHECK_EQ(a.res, RESERVE_OK);
+	CHECK(w(&seg->phys) >= 2 * BS);
+	wtx_settle(&a, fd, -EIO);
+
+	/* Two in flight, or a queued write: engaged as well. */
+	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_ENGAGED);
+	counted(2);
+	CHECK(inflight_engaged(f));
+	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_ENGAGED);
+	counted(1);
+	CHECK(!inflight_engaged(f));
+	a = claim(WTX_AT, 0, BS, WTX_QUEUED, WTX_GO);
+	CHECK(file_engaged(seg));
+	wtx_settle(&a, fd, BS);
+	counted(0);
+}
+
 int main(void)
 {
 	struct file_id id;
@@ -419,6 +489,8 @@ int main(void)
 	fd = unit_file("wtx", 0, path, sizeof(path));
 	if (!file_identify(fd, &id) || !(f = segment_attach(fd, &id, true)))
 		return T_FAIL;
+	engage();
+	config.engage_always = true;
 	appends_sync();
 	writes_at();
 	queued();
