@@ -10,12 +10,15 @@
 #   open     OPEN files (default 5000) of 256 KiB open at once on a
 #            filesystem with twice the room the data needs: the first
 #            ENOSPC, sizes, and the segment directory per open file
-#   logs     LOGS files (default 100) of 4 KiB appended and kept open on a
-#            160 MiB filesystem while an unrelated dd (not under the shim)
-#            writes 64 MiB: whether dd gets ENOSPC
+#   logs     LOGS files (default 100) of 4 KiB appended by 2 threads each
+#            (engaged: reservations) and kept open on a small filesystem
+#            (160 MiB ext4, 320 MiB XFS, its least) while an unrelated dd,
+#            not under the shim, writes 7/8 of what the kernel alone
+#            leaves free (the shim's budget for all reservations is 1/16
+#            of it): whether dd gets ENOSPC
 #
-# With OLD_LAUNCHER (another build's dioshim), its life numbers are
-# printed beside this tree's.
+# With OLD_LAUNCHER (another build's dioshim), its numbers are printed
+# beside this tree's.
 #
 #   sudo bench/files.sh
 #   sudo REPS=5 FILES=500 PARTS="life" bench/files.sh /tmp/old/build/dioshim
@@ -90,7 +93,10 @@ opened() {
 	rm -f "$fifo"
 	mkfifo "$fifo"
 	local launch=()
-	[ "$side" = kernel ] || launch=(env DIOSHIM_SHM_DIR="$SHM/$side" "$NEW" --)
+	case $side in
+	new) launch=(env DIOSHIM_SHM_DIR="$SHM/new" "$NEW" --) ;;
+	old) launch=(env DIOSHIM_SHM_DIR="$SHM/old" "$OLD_LAUNCHER" --) ;;
+	esac
 	"${launch[@]}" "$FB" open "$d" "$n" "$size" 4096 <"$fifo" >"$SHM/out" 2>"$SHM/err" &
 	local pid=$! shm free
 	exec 9>"$fifo"
@@ -116,7 +122,7 @@ if has_part open; then
 	for fs in $FSTYPES; do
 		# twice the room the data needs
 		scratch_make "$fs" $((OPEN * 256 * 2 / 1024 + 64))M >/dev/null
-		for side in kernel new; do
+		for side in kernel "${sides[@]}"; do
 			d=$SCRATCH_MNT/open
 			rm -rf "$d"
 			mkdir "$d"
@@ -133,21 +139,28 @@ if has_part open; then
 fi
 
 if has_part logs; then
-	echo "Open log files and an unrelated writer: $LOGS files of 4 KiB kept open on 160 MiB, then dd of 64 MiB outside the shim"
+	echo "Open log files and an unrelated writer: $LOGS files of 4 KiB kept open on a small filesystem, then dd (outside the shim) of 7/8 of what the kernel alone leaves free; \"always\": DIOSHIM_ENGAGE=always, every file reserving as a contended one does"
 	echo
-	echo "| fs | side | log ENOSPC | free MiB while open | dd |"
-	echo "|---|---|--:|--:|---|"
+	echo "| fs | side | log ENOSPC | free MiB while open | dd MiB | dd |"
+	echo "|---|---|--:|--:|--:|---|"
 	for fs in $FSTYPES; do
-		scratch_make "$fs" 160M >/dev/null
-		for side in kernel new; do
-			d=$SCRATCH_MNT/logs
+		size=160M
+		[ "$fs" = xfs ] && size=320M
+		scratch_make "$fs" "$size" >/dev/null
+		d=$SCRATCH_MNT/logs
+		rm -rf "$d"
+		mkdir "$d"
+		count=$(($(field free_mib "$(opened kernel "$d" "$LOGS" 4096 true)") * 7 / 8))
+		for side in kernel "${sides[@]}" always; do
 			rm -rf "$d"
 			mkdir "$d"
-			r=$(opened "$side" "$d" "$LOGS" 4096 \
-				bash -c "dd if=/dev/zero of=$SCRATCH_MNT/dd bs=1M count=64 oflag=direct status=none 2>$SHM/dd.err && echo ok >$SHM/dd.res || echo \"\$(head -1 $SHM/dd.err)\" >$SHM/dd.res")
-			printf '| %s | %s | %s | %s | %s |\n' "$fs" "$side" \
+			eng=contention
+			[ "$side" = always ] && eng=always
+			r=$(DIOSHIM_ENGAGE=$eng opened "${side/always/new}" "$d" "$LOGS" 4096 \
+				bash -c "dd if=/dev/zero of=$SCRATCH_MNT/dd bs=1M count=$count oflag=direct status=none 2>$SHM/dd.err && echo ok >$SHM/dd.res || echo \"\$(head -1 $SHM/dd.err)\" >$SHM/dd.res")
+			printf '| %s | %s | %s | %s | %s | %s |\n' "$fs" "$side" \
 				"$(field enospc_at "$r")" "$(field free_mib "$r")" \
-				"$(cat "$SHM/dd.res")"
+				"$count" "$(cat "$SHM/dd.res")"
 			rm -rf "$d" "$SCRATCH_MNT/dd"
 		done
 		scratch_destroy

@@ -81,6 +81,7 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
 	atomic_store(&seg->recorded_eof, 0);
 	atomic_store(&seg->recorded_phys, 0);
+	reserve_charge(seg); /* what the dead counted goes back */
 	/* Nobody alive holds or waits on anything here: everything the dead
 	 * left — locks, barrier, policy, group-commit state — starts over,
 	 * whatever its words say. */

@@ -67,14 +67,12 @@ uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
 	return round_up(target, min);
 }
 
-uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint64_t total,
-			     uint32_t blksize)
+uint64_t reserve_room(uint64_t avail, uint64_t total, uint64_t others,
+		      uint32_t blksize)
 {
-	uint64_t cap = avail / 16, pct = total / 100;
+	uint64_t cap = (avail + others) / 16, pct = total / 100;
 	unsigned shift = 0, p;
 
-	if (chunk > cap)
-		chunk = cap;
 	if (pct && avail < 5 * pct) {
 		if (avail < pct)
 			return 0;
@@ -83,7 +81,37 @@ uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint64_t total,
 			if (avail < p * pct)
 				shift++;
 	}
-	return (chunk >> shift) / blksize * blksize;
+	cap >>= shift;
+	return cap > others ? (cap - others) / blksize * blksize : 0;
+}
+
+static _Atomic uint64_t *budget_word(struct dioshim_seg *seg)
+{
+	return hint_budget(seg->hint_key, seg->dev);
+}
+
+void reserve_charge(struct dioshim_seg *seg)
+{
+	uint64_t phys = atomic_load(&seg->phys), eof = atomic_load(&seg->eof);
+	uint64_t now = phys > eof ? phys - eof : 0, was = seg->budget_charged;
+	_Atomic uint64_t *b;
+
+	if (now == was)
+		return;
+	seg->budget_charged = now;
+	b = budget_word(seg);
+	if (!b)
+		return;
+	if (now > was) {
+		atomic_fetch_add(b, now - was);
+	} else {
+		/* Never below zero (a budget reset while we held some). */
+		uint64_t cur = atomic_load(b), want;
+
+		do
+			want = cur > was - now ? cur - (was - now) : 0;
+		while (!atomic_compare_exchange_weak(b, &cur, want));
+	}
 }
 
 static void stat_add(_Atomic uint64_t *c)
@@ -135,12 +163,28 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 					   config.reserve, config.reserve_max);
 	else
 		chunk = config.reserve;
-	if (sys_fstatfs(fd, &sfs) == 0)
-		chunk = reserve_chunk_bound(
-			chunk, (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize,
-			(uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize,
+	if (sys_fstatfs(fd, &sfs) == 0) {
+		/* What this file may hold past eof, the others' share of
+		 * the budget left to them; this write's own blocks past
+		 * phys come out of it too. */
+		_Atomic uint64_t *b = budget_word(seg);
+		uint64_t all = b ? atomic_load(b) : 0;
+		uint64_t others = all > seg->budget_charged
+					  ? all - seg->budget_charged
+					  : 0;
+		uint64_t room = reserve_room(
+			(uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize,
+			(uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize, others,
 			seg_blksize(seg));
-	/* Too little free to hold any: the kernel extends. */
+		uint64_t held = (end > phys ? end : phys) -
+				atomic_load(&seg->eof);
+
+		chunk = room > held ? (room - held < chunk ? room - held
+							   : chunk)
+				    : 0;
+		chunk = chunk / seg_blksize(seg) * seg_blksize(seg);
+	}
+	/* No room left in the budget: the kernel extends. */
 	if (chunk < seg_blksize(seg))
 		goto exact;
 
@@ -213,6 +257,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	atomic_store(&seg->recorded_eof, eof);
 	atomic_store(&seg->recorded_phys, new_phys);
 	atomic_store_explicit(&seg->phys, new_phys, memory_order_release);
+	reserve_charge(f->seg);
 	seg->chunk = chunk ? chunk : config.reserve;
 	seg->last_reserve_ns = now;
 	seg->last_reserve_phys = phys;
@@ -331,6 +376,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		atomic_store(&seg->eof, (uint64_t)st.st_size);
 		atomic_store(&seg->tail, (uint64_t)st.st_size);
+		reserve_charge(f->seg);
 		return record_forget(f, fd);
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
@@ -374,6 +420,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 		atomic_store(&seg->eof, target);
 		atomic_store(&seg->tail, target);
 	}
+	reserve_charge(f->seg);
 	return record_forget(f, fd);
 }
 
@@ -467,6 +514,7 @@ void reserve_resync(struct shim_file *f, int fd)
 	atomic_store(&seg->phys, (uint64_t)st.st_size);
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
+	reserve_charge(f->seg);
 }
 
 /*

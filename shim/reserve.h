@@ -112,14 +112,20 @@ uint64_t reserve_chunk_next(uint64_t prev, uint64_t served, uint64_t elapsed_ns,
 			    uint64_t min, uint64_t max);
 
 /*
- * Bound a chunk by free space: at most 1/16 of what is free, in blocks;
- * and, as XFS throttles its speculative preallocation, a quarter of it
- * below 5% of the filesystem free, halved again below each of 4%, 3% and
- * 2%, nothing below 1% (every file of the filesystem reserves from the
- * same free space: together they stay a small part of it).
+ * The disk budget (DESIGN.md 7): how much one file may hold reserved past
+ * its logical size, when the filesystem has avail bytes free of total and
+ * the place's other files hold others.  All of them together hold at
+ * most 1/16 of what would be free without them; and, as XFS throttles
+ * its speculative preallocation, a quarter of that below 5% of the
+ * filesystem free, halved again below each of 4%, 3% and 2%, nothing
+ * below 1%.  In whole blocks.
  */
-uint64_t reserve_chunk_bound(uint64_t chunk, uint64_t avail, uint64_t total,
-			     uint32_t blksize);
+uint64_t reserve_room(uint64_t avail, uint64_t total, uint64_t others,
+		      uint32_t blksize);
+
+/* Count what seg's file holds reserved now (phys - eof) in its place's budget;
+ * ext_lock held, or nobody writing. */
+void reserve_charge(struct dioshim_seg *seg);
 
 /*
  * eof = max(eof, end): an unlocked check first, a CAS only when the write

@@ -512,6 +512,35 @@ void hint_live_add(uint64_t key, int64_t delta)
 	/* A stray decrement (a segment removed by hand) must not wrap. */
 	if ((int64_t)atomic_load_explicit(&h->live, memory_order_relaxed) < 0)
 		atomic_store_explicit(&h->live, 0, memory_order_relaxed);
+	/* No segment left: nothing is reserved, whatever the budget says
+	 * (what files of killed writers counted, and no user came back to
+	 * give back). */
+	if (delta < 0 && !atomic_load(&h->live)) {
+		int i;
+
+		for (i = 0; i < DIOSHIM_BUDGETS; i++)
+			atomic_store(&h->budget[i].reserved, 0);
+	}
+}
+
+_Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev)
+{
+	struct dioshim_hint *h = hint_for(key);
+	uint64_t want = dev | DIOSHIM_BUDGET_USED, seen;
+	int i;
+
+	if (!h)
+		return NULL;
+	for (i = 0; i < DIOSHIM_BUDGETS; i++) {
+		seen = atomic_load_explicit(&h->budget[i].dev,
+					    memory_order_acquire);
+		if (!seen && atomic_compare_exchange_strong(&h->budget[i].dev,
+							    &seen, want))
+			return &h->budget[i].reserved;
+		if (seen == want)
+			return &h->budget[i].reserved;
+	}
+	return NULL;
 }
 
 /* ---- lifelines ----------------------------------------------------------- */

@@ -89,6 +89,9 @@ uint64_t hint_gen(void);
 /* Count a segment in (delta 1, before creating it) or out (-1, after
  * unlinking it) of the hint of key. */
 void hint_live_add(uint64_t key, int64_t delta);
+/* The disk budget word of filesystem dev in key's hint (an entry claimed
+ * on first use); NULL if the hint is unusable or its table full. */
+_Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev);
 
 /* The hints this process reads (its user's and its groups'), once
  * mapped (hint_count 0 before, or if one is unusable): for the check on

@@ -56,6 +56,8 @@
 #define DIOSHIM_PREFILL_BITS 65536 /* prefill bitmap, one bit per chunk */
 #define DIOSHIM_PREFILL_CLAIMS 64 /* words claiming chunks to prefill */
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
+#define DIOSHIM_BUDGETS 16 /* filesystems a place's disk budget knows */
+#define DIOSHIM_BUDGET_USED (1ULL << 63)
 
 /* Segment state: written by the creator and by the last detacher only. */
 enum dioshim_seg_state {
@@ -217,7 +219,10 @@ struct dioshim_seg {
 	 * allocated past eof (fallocate KEEP_SIZE); cutting the reserved tail
 	 * must leave them allocated, as the kernel alone would */
 	uint64_t keep_lo, keep_hi;
-	uint64_t policy_pad[3];
+	/* what this file counts in its place's disk budget (the hint's
+	 * entry for dev): its reserved tail when it last changed */
+	uint64_t budget_charged;
+	uint64_t policy_pad[2];
 
 	/*
 	 * Barrier: raised (non-zero) while a size change drains the writers;
@@ -351,6 +356,14 @@ struct dioshim_hint {
 	DIOSHIM_ATOMIC(uint64_t) live __attribute__((aligned(DIOSHIM_CACHELINE)));
 	DIOSHIM_ATOMIC(uint64_t) gen; /* bumped by every segment creation */
 	uint64_t pad[6];
+	/* The disk budget (DESIGN.md 7): per filesystem, the bytes the
+	 * place's files hold reserved past their logical size, so that
+	 * together they stay a small part of its free space.  dev is
+	 * st_dev | DIOSHIM_BUDGET_USED (0: a free entry, claimed once). */
+	struct dioshim_budget {
+		DIOSHIM_ATOMIC(uint64_t) dev;
+		DIOSHIM_ATOMIC(uint64_t) reserved;
+	} budget[DIOSHIM_BUDGETS] __attribute__((aligned(DIOSHIM_CACHELINE)));
 };
 
 #ifndef __cplusplus
@@ -388,7 +401,7 @@ _Static_assert(DIOSHIM_LAZY_OFF % 4096 == 0 &&
 /* 64 stripes, one word of a range's stripe bitmap, to a page */
 _Static_assert(64 * sizeof(struct dioshim_stripe) == 4096, "stripe page");
 _Static_assert(DIOSHIM_LAZY_PAGES <= 32, "lazy_backed bits");
-_Static_assert(sizeof(struct dioshim_hint) == 2 * DIOSHIM_CACHELINE, "hint");
+_Static_assert(sizeof(struct dioshim_hint) == 6 * DIOSHIM_CACHELINE, "hint");
 #endif
 
 #endif /* DIOSHIM_LAYOUT_H */

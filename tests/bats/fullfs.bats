@@ -127,3 +127,32 @@ fill() {
 	assert_no_segment "$a"
 	assert_no_segment "$F"
 }
+
+# free_while_open MODE N: the filesystem's free bytes while a process
+# under MODE keeps N files of 4 KiB open (each engaged from its first
+# write, as a contended file is).
+free_while_open() {
+	local mode=$1 n=$2 free
+	rm -rf "$SCRATCH_MNT/logs" "$T/fifo"
+	mkdir "$SCRATCH_MNT/logs"
+	mkfifo "$T/fifo"
+	DIOSHIM_ENGAGE=always "$mode" "$BUILD/filesbench" open "$SCRATCH_MNT/logs" \
+		"$n" 4096 4096 <"$T/fifo" >"$T/open.out" &
+	exec 7>"$T/fifo"
+	while ! grep -q ready "$T/open.out" 2>/dev/null; do sleep 0.1; done
+	free=$(noshim df -B1 --output=avail "$SCRATCH_MNT" | tail -n 1)
+	echo >&7
+	exec 7>&-
+	wait
+	rm -rf "$SCRATCH_MNT/logs"
+	echo "$free"
+}
+
+@test "the reservations of many open files together hold at most 1/16 of the free space (the kernel alone as control)" {
+	local k s
+	k=$(free_while_open noshim 40)
+	s=$(free_while_open shim 40)
+	echo "free while 40 files are open: kernel alone $k, shim $s"
+	[ "$s" -ge $((k - k / 16 - (1 << 20))) ]
+	assert_no_segment "$SCRATCH_MNT/logs/f0"
+}

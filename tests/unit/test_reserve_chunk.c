@@ -44,25 +44,23 @@ int main(void)
 	CHECK_EQ(reserve_chunk_next(1 * MiB, 0, 0, min, max), min);
 
 	/* Free space: a chunk is at most 1/16 of what is free, in blocks. */
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 1024 * MiB, 0, 4096), 64 * MiB);
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 160 * MiB, 0, 4096), 10 * MiB);
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 16 * 4096 + 100, 0, 4096), 4096);
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 4096, 0, 4096), 0);
-	/* Free space of a 100 GiB filesystem: XFS's throttle. */
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 50 * 1024 * MiB, 100 * 1024 * MiB,
-				     4096),
-		 64 * MiB);
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 4900 * MiB, 100 * 1024 * MiB,
-				     4096),
-		 16 * MiB); /* < 5% */
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 3900 * MiB, 100 * 1024 * MiB,
-				     4096),
-		 8 * MiB); /* < 4% */
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 1500 * MiB, 100 * 1024 * MiB,
-				     4096),
-		 2 * MiB); /* < 2% */
-	CHECK_EQ(reserve_chunk_bound(64 * MiB, 1000 * MiB, 100 * 1024 * MiB,
-				     4096),
+	/* 1/16 of what would be free without the reservations, less the
+	 * others'; the XFS throttle on what is free now. */
+	CHECK_EQ(reserve_room(1024 * MiB, 0, 0, 4096), 64 * MiB);
+	CHECK_EQ(reserve_room(160 * MiB, 0, 0, 4096), 10 * MiB);
+	CHECK_EQ(reserve_room(150 * MiB, 0, 10 * MiB, 4096), 0);
+	CHECK_EQ(reserve_room(156 * MiB, 0, 4 * MiB, 4096), 6 * MiB);
+	CHECK_EQ(reserve_room(16 * 4096 + 100, 0, 0, 4096), 4096);
+	CHECK_EQ(reserve_room(4096, 0, 0, 4096), 0);
+	CHECK_EQ(reserve_room(50 * 1024 * MiB, 100 * 1024 * MiB, 0, 4096),
+		 3200 * MiB);
+	CHECK_EQ(reserve_room(4800 * MiB, 100 * 1024 * MiB, 0, 4096),
+		 75 * MiB); /* < 5%: a quarter */
+	CHECK_EQ(reserve_room(3840 * MiB, 100 * 1024 * MiB, 0, 4096),
+		 30 * MiB); /* < 4%: an eighth */
+	CHECK_EQ(reserve_room(1536 * MiB, 100 * 1024 * MiB, 0, 4096),
+		 3 * MiB); /* < 2%: a thirty-second */
+	CHECK_EQ(reserve_room(1000 * MiB, 100 * 1024 * MiB, 0, 4096),
 		 0); /* < 1% */
 	return unit_result();
 }
