@@ -9,7 +9,8 @@
 #            interleaved, the ratio and CPU per file
 #   open     OPEN files (default 5000) of 256 KiB open at once on a
 #            filesystem with twice the room the data needs: the first
-#            ENOSPC, sizes, and the segment directory per open file
+#            ENOSPC, sizes, and the segment directory per open file (also
+#            with every file engaged, DIOSHIM_ENGAGE=always)
 #   logs     LOGS files (default 100) of 4 KiB appended by 2 threads each
 #            (engaged: reservations) and kept open on a small filesystem
 #            (160 MiB ext4, 320 MiB XFS, its least) while an unrelated dd,
@@ -115,18 +116,20 @@ opened() {
 }
 
 if has_part open; then
-	echo "Many open files: $OPEN × 256 KiB appended in 4 KiB O_APPEND writes, all open at once"
+	echo "Many open files: $OPEN × 256 KiB appended in 4 KiB O_APPEND writes, all open at once; \"always\": DIOSHIM_ENGAGE=always, every file reserving as a contended one does"
 	echo
 	echo "| fs | side | files written | first ENOSPC | wrong sizes | free MiB while open | shared memory KiB/file |"
 	echo "|---|---|--:|--:|--:|--:|--:|"
 	for fs in $FSTYPES; do
 		# twice the room the data needs
 		scratch_make "$fs" $((OPEN * 256 * 2 / 1024 + 64))M >/dev/null
-		for side in kernel "${sides[@]}"; do
+		for side in kernel "${sides[@]}" always; do
 			d=$SCRATCH_MNT/open
 			rm -rf "$d"
 			mkdir "$d"
-			r=$(opened "$side" "$d" "$OPEN" 262144 true)
+			eng=contention
+			[ "$side" = always ] && eng=always
+			r=$(DIOSHIM_ENGAGE=$eng opened "${side/always/new}" "$d" "$OPEN" 262144 true)
 			printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$fs" "$side" \
 				"$(($(field written "$r") / 262144))" "$(field enospc_at "$r")" \
 				"$(field bad_sizes "$r")" "$(field free_mib "$r")" \

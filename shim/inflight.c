@@ -29,6 +29,7 @@
 #include "log.h"
 #include "prefill.h"
 #include "recover.h"
+#include "reserve.h"
 
 #include <sched.h>
 #include <time.h>
@@ -300,6 +301,7 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	if (!seg_lock(&seg->ext_lock, &recovered))
 		return false;
 	recover_words(seg, fd);
+	reserve_charge(seg);
 	/* Truncated away, blocks may be holes again. */
 	prefill_forget_all(f);
 	/* Completions of asynchronous writes submitted before now must not

@@ -776,6 +776,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		atomic_store(&seg->async_end, 0);
 		if (atomic_load(&seg->synced_eof) > (uint64_t)len)
 			atomic_store(&seg->synced_eof, (uint64_t)len);
+		reserve_charge(seg); /* nothing reserved now */
 		record_forget(f, fd);
 	}
 	if (locked)

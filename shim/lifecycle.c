@@ -41,6 +41,7 @@ static void seg_resync(struct dioshim_seg *seg, int fd)
 	/* phys from the kernel's size, eof and tail inside it (or at the
 	 * end of data written past eof), the record made to match. */
 	recover_words(seg, fd);
+	reserve_charge(seg);
 	atomic_store(&seg->barrier, 0);
 }
 

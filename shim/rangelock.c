@@ -40,7 +40,8 @@
  * 64 stripes: one word of a range's bitmap): a stripe in a page not yet
  * allocated was never taken, and readers and drainers pass it by without
  * touching it.  A writer that cannot have its pages (the segment
- * directory is full) writes unlocked.
+ * directory is full) holds a wide slot for its range instead, and writes
+ * unlocked only when none is free.
  *
  * Lock order: stripes are taken after the in-flight count and before
  * ext_lock (the reservation), and held across the kernel's write.
@@ -624,6 +625,11 @@ bool rangelock_write(struct shim_file *f, uint64_t off, uint64_t len,
 	if (!rl->active)
 		return false;
 	if (!stripes_back(seg, rl)) {
+		/* No memory for its stripes: a wide slot (in the head,
+		 * always there) holds its range as well, readers and
+		 * writers of the range see it; without one, unlocked. */
+		if (wide_lock(seg, me, rl))
+			return true;
 		rl->active = false;
 		return false;
 	}

@@ -265,6 +265,21 @@ procs_case() {
 	fills_while_running shim 4096
 }
 
+@test "segment directory with room for a segment, not for its extent-lock pages: writes hold wide slots, no read torn, no SIGBUS" {
+	shmfs_mount 256k
+	# the hint's page, the segment's head and first page of slots,
+	# one page of stripes (the region takes four)
+	shmfs_fill 16384
+	DIOSHIM_LOG=$T/log DIOSHIM_SHM_DIR=$SHMFS run under shim \
+		"$HELPERS/tearcheck" whole "$F.tear" 3 2 2 procs
+	echo "$output"
+	cat "$T/log" || true
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" torn=0 "* ]]
+	grep -q "extent-lock table or the prefill bitmap unavailable" "$T/log"
+	rm -f "$SHMFS"/filler.*
+}
+
 # ---- the rule: a writer that cannot join makes the file exact -----------
 
 # A member (t_appender, 2 threads, writers 1000-1001) appends 50 records
