@@ -988,11 +988,24 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode)
 	bool strip = (flags & O_TRUNC) && !(flags & O_PATH) &&
 		     (flags & O_ACCMODE) != O_RDONLY &&
 		     ((flags & O_DIRECT) || hint_maybe_live());
-	int fd, saved = errno, rc = 0, err;
+	int fd = -1, saved = errno, rc = 0, err;
 	struct ofd *o;
 	struct stat st;
 
-	fd = real_openat(dirfd, path, strip ? flags & ~O_TRUNC : flags, mode);
+	/* A file this very open creates has nothing to truncate (the
+	 * kernel does not truncate it either): made exclusively, it needs
+	 * no drain and no truncate.  If it exists (or anything else), the
+	 * open as asked, then the truncate. */
+	if (strip && (flags & O_CREAT) && !(flags & O_EXCL) &&
+	    (flags & O_TMPFILE) != O_TMPFILE) {
+		fd = real_openat(dirfd, path, (flags & ~O_TRUNC) | O_EXCL,
+				 mode);
+		if (fd >= 0)
+			strip = false;
+	}
+	if (fd < 0)
+		fd = real_openat(dirfd, path, strip ? flags & ~O_TRUNC : flags,
+				 mode);
 	if (fd < 0)
 		return fd;
 	fdtable_opened(fd, flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC |
