@@ -302,9 +302,8 @@ fail_fd:
 #define HINTS_MAX 33 /* the user and 32 groups */
 #define HINTS_EXTRA 8 /* other users' hints, for root */
 
-enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN, HINT_NODIR };
+enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN };
 static int hint_state;
-int hint_nodir;
 static struct hint_entry {
 	uint64_t key;
 	struct dioshim_hint *h;
@@ -414,33 +413,15 @@ static bool hints_ready(void)
 {
 	int i, n;
 
-	struct stat st;
-
 	switch (__atomic_load_n(&hint_state, __ATOMIC_ACQUIRE)) {
 	case HINT_READY:
 		return true;
 	case HINT_BROKEN:
-	case HINT_NODIR:
 		return false;
 	}
 	pthread_mutex_lock(&hint_lock);
 	if (hint_state != HINT_UNTRIED)
 		goto out;
-	/* No segment directory this process can use: no segment it could
-	 * find either, now or later (none can be made there).  Said once:
-	 * every call then passes through without looking. */
-	if (syscall(SYS_newfstatat, AT_FDCWD, config.shm_dir, &st, 0)
-		    ? errno == ENOENT || errno == ENOTDIR || errno == EACCES
-		    : !S_ISDIR(st.st_mode) ||
-			      syscall(SYS_faccessat, AT_FDCWD, config.shm_dir,
-				      X_OK, 0)) {
-		log_msg("segment directory %s unusable: nothing is served in "
-			"this process",
-			config.shm_dir);
-		__atomic_store_n(&hint_nodir, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&hint_state, HINT_NODIR, __ATOMIC_RELEASE);
-		goto out;
-	}
 	n = hint_my_keys(hint_keys);
 	if (n < 0) {
 		log_msg("more than %d groups: checking for segments on every "
@@ -471,7 +452,7 @@ bool hint_maybe_live(void)
 	int i;
 
 	if (!hints_ready())
-		return !hint_nodir;
+		return true;
 	for (i = 0; i < hint_count; i++)
 		if (atomic_load_explicit(&hint_set[i]->live,
 					 memory_order_seq_cst))
@@ -485,7 +466,7 @@ uint64_t hint_gen(void)
 	int i;
 
 	if (!hints_ready())
-		return hint_nodir ? 0 : UINT64_MAX;
+		return UINT64_MAX;
 	for (i = 0; i < hint_count; i++)
 		g += atomic_load_explicit(&hint_set[i]->gen,
 					  memory_order_seq_cst);

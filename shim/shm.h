@@ -99,14 +99,10 @@ _Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev);
 extern struct dioshim_hint *hint_set[];
 extern int hint_count;
 
-extern int hint_nodir; /* no usable segment directory: none can exist */
-
 static inline bool hint_surely_dead(void)
 {
 	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);
 
-	if (__atomic_load_n(&hint_nodir, __ATOMIC_RELAXED))
-		return true;
 	for (i = 0; i < n; i++)
 		if (atomic_load_explicit(&hint_set[i]->live,
 					 memory_order_relaxed))

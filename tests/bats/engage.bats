@@ -87,20 +87,3 @@ calls() { grep -c "<$D/" "$1" || true; }
 	[ "$(real_size "$D/s")" -eq "$(real_size "$D/k")" ]
 	noshim cmp "$D/s" "$D/k"
 }
-
-# syscalls CMD...: how many system calls CMD made (strace -f -c).
-syscalls() {
-	timeout 300 strace -f -qq -c -o "$T/count" "$@" >/dev/null
-	awk '$NF == "total" { print $(NF - 2) }' "$T/count"
-}
-
-@test "a missing segment directory costs one check per process: dd reading and writing a file makes the system calls it makes alone" {
-	command -v strace >/dev/null || skip "strace is not installed"
-	noshim head -c 4M /dev/urandom >"$D/src"
-	local plain shim
-	plain=$(syscalls dd if="$D/src" of="$D/dst" bs=4k status=none)
-	shim=$(DIOSHIM_SHM_DIR=$T/none syscalls "$DIOSHIM" dd if="$D/src" of="$D/dst" bs=4k status=none)
-	echo "system calls: alone $plain, under the shim $shim"
-	[ "$shim" -le $((plain + 200)) ]
-	noshim cmp "$D/src" "$D/dst"
-}
