@@ -124,6 +124,35 @@ static int open_via_member(pid_t pid, uint64_t dev, uint64_t ino)
 	return m.fd;
 }
 
+static bool fd_is(const char *name, void *arg)
+{
+	const uint64_t *want = arg;
+	char path[64];
+	struct stat st;
+
+	if (name[0] < '0' || name[0] > '9')
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
+	return !syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) &&
+	       (uint64_t)st.st_dev == want[0] && (uint64_t)st.st_ino == want[1];
+}
+
+/* Whether this process has the file open: closing another descriptor of
+ * it would drop the POSIX locks the program holds on it. */
+static bool self_has_open(uint64_t dev, uint64_t ino)
+{
+	uint64_t want[2] = { dev, ino };
+	int dfd = sys_openat(AT_FDCWD, "/proc/self/fd",
+			     O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	bool found;
+
+	if (dfd < 0)
+		return true;
+	found = dir_each(dfd, fd_is, want);
+	sys_close(dfd);
+	return found;
+}
+
 /* Cut the reserved tail of the file whose segment is at segpath, if it is
  * on dev and has one.  True if blocks were given back. */
 static bool cut_one(const char *segpath, uint64_t dev)
@@ -156,6 +185,8 @@ static bool cut_one(const char *segpath, uint64_t dev)
 			pids[npids++] = (pid_t)(o & DIOSHIM_OWNER_PID_MASK);
 	}
 	segment_unmap(seg);
+	if (self_has_open(dev, ino))
+		return false;
 
 	/* The file the segment names, if it is still that file; else one
 	 * of its members' descriptors of it.  Nothing here trusts the
