@@ -19,6 +19,7 @@ have unshare || need="$need util-linux"
 have pgrep || need="$need procps"
 have useradd || need="$need passwd"
 have setfacl || need="$need acl"
+have getfattr || need="$need attr"
 hdr liburing.h || need="$need liburing-dev"
 hdr libaio.h || need="$need libaio-dev"
 [ -z "$need" ] && exit 0
