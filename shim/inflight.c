@@ -229,7 +229,7 @@ static uint64_t ms_since(const struct timespec *t0)
  * owner word, so an attacher that finds it dead too frees it once): its
  * counts then stop counting, and the next claimer of the slot zeroes them.
  */
-static void drain(struct dioshim_seg *seg)
+static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 {
 	static const struct timespec nap = { 0, 50000 };
 	uint64_t next_check = 20;
@@ -251,7 +251,9 @@ static void drain(struct dioshim_seg *seg)
 				n += slot_inflight(s);
 		}
 		if (n <= 0)
-			return;
+			return true;
+		if (max_ms && ms_since(&t0) >= max_ms)
+			return false;
 		if (++spins < 64) {
 			sched_yield();
 			continue;
@@ -275,6 +277,11 @@ static void drain(struct dioshim_seg *seg)
 					(unsigned long long)(o & DIOSHIM_OWNER_PID_MASK));
 		}
 	}
+}
+
+static void drain(struct dioshim_seg *seg)
+{
+	drain_for(seg, 0);
 }
 
 /*
@@ -374,6 +381,30 @@ bool barrier_raise_fd(struct shim_file *f, int fd)
 bool barrier_raise_write(struct shim_file *f, int fd)
 {
 	return barrier_up(f, fd, false);
+}
+
+bool barrier_try_raise(struct shim_file *f, unsigned max_ms)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool recovered;
+
+	if (seg_trylock(&seg->barrier_lock, &recovered))
+		return false;
+	if (atomic_load(&seg->exact) ||
+	    atomic_load(&seg->barrier) == BARRIER_CHANGING) {
+		seg_unlock(&seg->barrier_lock);
+		return false;
+	}
+	atomic_store_explicit(&seg->barrier, BARRIER_UP, memory_order_seq_cst);
+	if (!drain_for(seg, max_ms)) {
+		barrier_lower(f);
+		return false;
+	}
+	atomic_fetch_add(&seg->epoch, 1);
+	if (f->slot >= 0)
+		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
+					  memory_order_relaxed);
+	return true;
 }
 
 void barrier_lower(struct shim_file *f)

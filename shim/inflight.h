@@ -49,6 +49,10 @@ bool barrier_raise(struct shim_file *f);
 /* The same for a write that must go alone, which changes no size behind
  * the asynchronous writes in flight: their completions still count. */
 bool barrier_raise_write(struct shim_file *f, int fd);
+/* barrier_raise_fd for a caller that must not wait on the file (the
+ * give-back of space, for a file it does not write): false, the barrier
+ * down, if its lock is held or its writes do not drain within max_ms. */
+bool barrier_try_raise(struct shim_file *f, unsigned max_ms);
 void barrier_lower(struct shim_file *f);
 
 /* The raiser is about to change the kernel's size: until barrier_lower,

@@ -403,6 +403,19 @@ ssize_t io_write_exact(struct shim_file *f, const struct io_req *r)
 	return ret;
 }
 
+/* space_reclaim as inside any call of the shim: a signal handler's
+ * write on this thread meanwhile passes through. */
+static bool reclaim(uint64_t dev)
+{
+	int busy = io_busy;
+	bool cut;
+
+	io_busy = 1;
+	cut = space_reclaim(dev);
+	io_busy = busy;
+	return cut;
+}
+
 static ssize_t write_once(struct ofd *o, const struct io_req *r,
 			  bool reentrant)
 {
@@ -526,7 +539,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	if (ret < 0 && space_short(errno) && !reentrant &&
 	    !(req_rwf(r) & RWF_NOWAIT)) {
 		f = atomic_load_explicit(&o->file, memory_order_acquire);
-		if (space_reclaim(f->dev))
+		if (reclaim(f->dev))
 			ret = write_once(o, r, reentrant);
 	}
 	return ret;
@@ -931,7 +944,7 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 	if (space_short(posix ? ret : ret < 0 ? errno : 0) &&
 	    !(mode & FALLOC_FL_PUNCH_HOLE)) {
 		f = atomic_load_explicit(&o->file, memory_order_acquire);
-		if (space_reclaim(f->dev))
+		if (reclaim(f->dev))
 			ret = fallocate_once(o, fd, mode, off, len, posix);
 	}
 	return ret;

@@ -51,6 +51,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "sys.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -134,14 +135,6 @@ static bool stripes_back(struct dioshim_seg *seg, const struct rangelock *rl)
 		for (uint64_t m_ = (rl)->bits[w_];                      \
 		     m_ && ((i) = w_ * 64 + (unsigned)__builtin_ctzll(m_), 1); \
 		     m_ &= m_ - 1)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void futex_wait(_Atomic uint32_t *w, uint32_t val)
 {

@@ -161,15 +161,21 @@ static uint64_t valid_blksize(uint64_t bs)
 	return bs >= 512 && bs <= (1u << 20) && !(bs & (bs - 1)) ? bs : 4096;
 }
 
-int recover_writable_fd(int fd)
+bool recover_fd_writable(int fd)
 {
-	char path[64];
 	int fl = sys_fcntl(fd, F_GETFL, 0);
 
-	if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
-		return fd;
+	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+}
+
+int recover_truncate(int fd, uint64_t size)
+{
+	char path[64];
+
+	if (recover_fd_writable(fd))
+		return sys_ftruncate(fd, (off_t)size);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	return sys_openat(AT_FDCWD, path, O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
+	return (int)syscall(SYS_truncate, path, (off_t)size);
 }
 
 enum recover_outcome recover_fd(int fd, uint32_t blksize,
@@ -216,16 +222,7 @@ enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
 	if (target > rep->size_before)
 		target = rep->size_before;
 	if (target < rep->size_before) {
-		int wfd = recover_writable_fd(fd), rc, err;
-
-		if (wfd < 0)
-			return rep->outcome = RECOVER_FAILED;
-		rc = sys_ftruncate(wfd, (off_t)target);
-		err = errno;
-		if (wfd != fd)
-			sys_close(wfd);
-		errno = err;
-		if (rc)
+		if (recover_truncate(fd, target))
 			return rep->outcome = RECOVER_FAILED;
 		rep->size_after = target;
 		rep->outcome = RECOVER_TRIMMED;

@@ -48,9 +48,13 @@ struct recover_report {
 	uint64_t size_before, size_after;
 };
 
-/* fd itself if it is open for writing, else a new write-only descriptor
- * of the same file (the caller closes it if it differs); -1 if none. */
-int recover_writable_fd(int fd);
+/* Whether fd is open for writing. */
+bool recover_fd_writable(int fd);
+/* ftruncate fd to size, even if fd is open only for reading: then by its
+ * /proc/self/fd link (truncate(2) needs write permission on the file, as
+ * an open for writing would).  Never through a second descriptor: closing
+ * it would drop every POSIX lock this process holds on the file. */
+int recover_truncate(int fd, uint64_t size);
 
 /* Recover fd from its record; nobody may be writing
  * the file meanwhile (the caller holds the segment's attach_lock). */

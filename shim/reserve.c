@@ -21,6 +21,7 @@
 #include "log.h"
 #include "prefill.h"
 #include "recover.h"
+#include "space.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -30,14 +31,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -85,33 +78,23 @@ uint64_t reserve_room(uint64_t avail, uint64_t total, uint64_t others,
 	return cap > others ? (cap - others) / blksize * blksize : 0;
 }
 
-static _Atomic uint64_t *budget_word(struct dioshim_seg *seg)
-{
-	return hint_budget(seg->hint_key, seg->dev);
-}
-
 void reserve_charge(struct dioshim_seg *seg)
 {
 	uint64_t phys = atomic_load(&seg->phys), eof = atomic_load(&seg->eof);
 	uint64_t now = phys > eof ? phys - eof : 0, was = seg->budget_charged;
-	_Atomic uint64_t *b;
 
 	if (now == was)
 		return;
 	seg->budget_charged = now;
-	b = budget_word(seg);
-	if (!b)
-		return;
-	if (now > was) {
-		atomic_fetch_add(b, now - was);
-	} else {
-		/* Never below zero (a budget reset while we held some). */
-		uint64_t cur = atomic_load(b), want;
+	hint_budget_add(seg->hint_key, seg->dev, (int64_t)(now - was));
+}
 
-		do
-			want = cur > was - now ? cur - (was - now) : 0;
-		while (!atomic_compare_exchange_weak(b, &cur, want));
-	}
+/* What the other files of seg's place and filesystem hold reserved. */
+static uint64_t budget_others(struct dioshim_seg *seg)
+{
+	uint64_t all = hint_budget_add(seg->hint_key, seg->dev, 0);
+
+	return all > seg->budget_charged ? all - seg->budget_charged : 0;
 }
 
 static void stat_add(_Atomic uint64_t *c)
@@ -167,15 +150,19 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		/* What this file may hold past eof, the others' share of
 		 * the budget left to them; this write's own blocks past
 		 * phys come out of it too. */
-		_Atomic uint64_t *b = budget_word(seg);
-		uint64_t all = b ? atomic_load(b) : 0;
-		uint64_t others = all > seg->budget_charged
-					  ? all - seg->budget_charged
-					  : 0;
-		uint64_t room = reserve_room(
-			(uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize,
-			(uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize, others,
-			seg_blksize(seg));
+		uint64_t others = budget_others(seg);
+		uint64_t avail = (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize;
+		uint64_t total = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize;
+		uint64_t room = reserve_room(avail, total, others,
+					     seg_blksize(seg));
+
+		/* Short of the budget because of others: counted right? */
+		if (room < chunk && others) {
+			space_recount(seg->hint_key, seg->dev);
+			others = budget_others(seg);
+			room = reserve_room(avail, total, others,
+					    seg_blksize(seg));
+		}
 		uint64_t held = (end > phys ? end : phys) -
 				atomic_load(&seg->eof);
 
@@ -362,7 +349,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 	struct dioshim_seg *seg = f->seg;
 	uint64_t eof = atomic_load(&seg->eof), aligned, target;
 	struct stat st;
-	int wfd, rc, err;
+	int rc, err;
 
 	/* Without a descriptor only the words can say nothing is reserved;
 	 * a reservation must then wait for a user who can check and cut. */
@@ -393,20 +380,12 @@ bool reserve_trim(struct shim_file *f, int fd)
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		target = (uint64_t)st.st_size;
 	} else {
-		wfd = recover_writable_fd(fd);
-		if (wfd < 0) {
-			log_msg("cannot trim the reserved tail (%s): left "
-				"for the next user", strerror(errno));
-			return false;
-		}
-		rc = sys_ftruncate(wfd, (off_t)target);
+		rc = recover_truncate(fd, target);
 		err = errno;
 		if (!rc) {
 			prefill_forget(f, target, UINT64_MAX / 2);
-			keep_restore(f, wfd, target);
+			keep_restore(f, fd, target);
 		}
-		if (wfd != fd)
-			sys_close(wfd);
 		if (rc) {
 			log_msg("trim to %llu failed (%s)",
 				(unsigned long long)target, strerror(err));
@@ -448,7 +427,13 @@ void keep_restore(struct shim_file *f, int fd, uint64_t from)
 	struct dioshim_seg *seg = f->seg;
 	uint64_t lo = seg->keep_lo > from ? seg->keep_lo : from;
 
-	if (seg->keep_hi > lo &&
+	/* Through a descriptor for reading (the last close was one) the
+	 * blocks cannot be had again without opening another, which would
+	 * drop the program's POSIX locks: only their space is lost. */
+	if (seg->keep_hi > lo && !recover_fd_writable(fd))
+		log_msg("the application's blocks past eof are given back "
+			"(closed through a read-only descriptor)");
+	else if (seg->keep_hi > lo &&
 	    sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
 			  (off_t)(seg->keep_hi - lo)))
 		log_msg("could not re-allocate the application's blocks past "

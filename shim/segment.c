@@ -1093,6 +1093,49 @@ struct dioshim_seg *segment_map_path(const char *path, bool writable)
 	return seg;
 }
 
+/* Read one field of the segment open at fd into dst (its size). */
+#define PEEK(fd, dst, field)                                                \
+	(sys_pread(fd, dst, sizeof(((struct dioshim_seg *)0)->field),       \
+		   offsetof(struct dioshim_seg, field)) ==                   \
+	 (ssize_t)sizeof(((struct dioshim_seg *)0)->field))
+
+bool segment_peek(const char *path, struct seg_peek *p)
+{
+	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
+	uint32_t version, size, hi, ns = (uint32_t)owner_self()->pidns;
+	struct dioshim_owner o;
+	uint64_t magic;
+	int fd = shm_open_checked(path, SEG_SIZE, false, &want);
+	bool ok;
+	uint32_t i;
+
+	if (fd < 0)
+		return false;
+	p->npids = 0;
+	ok = PEEK(fd, &magic, magic) && PEEK(fd, &version, version) &&
+	     PEEK(fd, &size, size) && magic == DIOSHIM_SEG_MAGIC &&
+	     version == DIOSHIM_LAYOUT_VERSION && size == SEG_SIZE &&
+	     PEEK(fd, &p->dev, dev) && PEEK(fd, &p->ino, ino) &&
+	     PEEK(fd, &p->phys, phys) && PEEK(fd, &p->eof, eof) &&
+	     PEEK(fd, &p->hint_key, hint_key) &&
+	     PEEK(fd, &p->budget_charged, budget_charged) &&
+	     PEEK(fd, p->path, path) && PEEK(fd, &hi, slots_hi);
+	p->path[sizeof(p->path) - 1] = 0;
+	if (hi > DIOSHIM_MAX_PROCS)
+		hi = DIOSHIM_MAX_PROCS;
+	for (i = 0; ok && i < hi && p->npids < SEG_PEEK_PIDS; i++)
+		if (sys_pread(fd, &o, sizeof(o),
+			      (off_t)(offsetof(struct dioshim_seg, slot) +
+				      i * sizeof(struct dioshim_slot) +
+				      offsetof(struct dioshim_slot, owner))) ==
+			    (ssize_t)sizeof(o) &&
+		    o.pid_start && (uint32_t)o.pidns == ns)
+			p->pids[p->npids++] =
+				(pid_t)(o.pid_start & DIOSHIM_OWNER_PID_MASK);
+	sys_close(fd);
+	return ok;
+}
+
 void segment_unmap(struct dioshim_seg *seg)
 {
 	munmap(seg, SEG_SIZE);

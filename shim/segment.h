@@ -223,6 +223,20 @@ static inline int seg_slots(const struct dioshim_seg *seg)
  * else found it too).  True if this call freed it. */
 bool slot_free_dead(struct dioshim_seg *seg, int i, uint64_t o);
 
+/* What a segment file says of its file, read without mapping it (a
+ * file that someone resizes meanwhile cannot fault the reader). */
+#define SEG_PEEK_PIDS 16
+struct seg_peek {
+	uint64_t dev, ino, phys, eof;
+	uint64_t hint_key, budget_charged;
+	char path[sizeof(((struct dioshim_seg *)0)->path) + 1];
+	/* members in this pid namespace (at most SEG_PEEK_PIDS) */
+	pid_t pids[SEG_PEEK_PIDS];
+	int npids;
+};
+/* False if path is not a segment of this layout that we may read. */
+bool segment_peek(const char *path, struct seg_peek *p);
+
 /* Processes attached to seg and alive. */
 int segment_live_users(struct dioshim_seg *seg);
 

@@ -190,25 +190,36 @@ static size_t shm_backed_size(size_t size)
 	return size;
 }
 
-void *shm_open_existing(const char *path, size_t size, bool writable,
-				const struct shm_want *want)
+int shm_open_checked(const char *path, size_t size, bool writable,
+		     const struct shm_want *want)
 {
-	int fd, err;
-	void *map;
+	int fd;
 
 	fd = sys_openat(AT_FDCWD, path,
 			(writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW |
 				O_CLOEXEC | O_NONBLOCK,
 			0);
 	if (fd < 0)
-		return NULL;
+		return -1;
 	if (!shm_fd_ok(fd, size, want)) {
 		sys_close(fd);
 		log_msg("%s: not ours (owner, mode or size): ignoring it",
 			path);
 		errno = EPERM;
-		return NULL;
+		return -1;
 	}
+	return fd;
+}
+
+void *shm_open_existing(const char *path, size_t size, bool writable,
+				const struct shm_want *want)
+{
+	int fd, err;
+	void *map;
+
+	fd = shm_open_checked(path, size, writable, want);
+	if (fd < 0)
+		return NULL;
 	/* A file truncated and re-grown may have holes where its words are:
 	 * back them now or refuse the file (ENOSPC). */
 	if (writable && shm_back(fd, size, shm_backed_size(size))) {
@@ -473,12 +484,15 @@ uint64_t hint_gen(void)
 	return g == UINT64_MAX ? 0 : g;
 }
 
-/* The hint of key, mapped (ours, or another user's for root). */
-static struct dioshim_hint *hint_for(uint64_t key)
+/* The hint of key, mapped (ours, or another user's for root); *temp
+ * when it is not kept (root past HINTS_EXTRA other users): the caller
+ * gives it back with hint_put once done with it. */
+static struct dioshim_hint *hint_get(uint64_t key, bool *temp)
 {
 	struct dioshim_hint *h = NULL;
 	int i;
 
+	*temp = false;
 	if (hints_ready())
 		for (i = 0; i < hint_count; i++)
 			if (hint_keys[i] == key)
@@ -493,15 +507,24 @@ static struct dioshim_hint *hint_for(uint64_t key)
 	if (h && i < HINTS_EXTRA) {
 		hint_extra[i].key = key;
 		hint_extra[i].h = h;
+	} else if (h) {
+		*temp = true;
 	}
 out:
 	pthread_mutex_unlock(&hint_lock);
 	return h;
 }
 
+static void hint_put(struct dioshim_hint *h, bool temp)
+{
+	if (temp)
+		munmap(h, sizeof(*h));
+}
+
 void hint_live_add(uint64_t key, int64_t delta)
 {
-	struct dioshim_hint *h = hint_for(key);
+	bool temp;
+	struct dioshim_hint *h = hint_get(key, &temp);
 
 	if (!h)
 		return;
@@ -521,16 +544,16 @@ void hint_live_add(uint64_t key, int64_t delta)
 		for (i = 0; i < DIOSHIM_BUDGETS; i++)
 			atomic_store(&h->budget[i].reserved, 0);
 	}
+	hint_put(h, temp);
 }
 
-_Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev)
+/* dev's budget word in h, claimed if dev has none yet; NULL when all are
+ * taken. */
+static _Atomic uint64_t *budget_in(struct dioshim_hint *h, uint64_t dev)
 {
-	struct dioshim_hint *h = hint_for(key);
 	uint64_t want = dev | DIOSHIM_BUDGET_USED, seen;
 	int i;
 
-	if (!h)
-		return NULL;
 	for (i = 0; i < DIOSHIM_BUDGETS; i++) {
 		seen = atomic_load_explicit(&h->budget[i].dev,
 					    memory_order_acquire);
@@ -541,6 +564,28 @@ _Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev)
 			return &h->budget[i].reserved;
 	}
 	return NULL;
+}
+
+uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
+{
+	bool temp;
+	struct dioshim_hint *h = hint_get(key, &temp);
+	_Atomic uint64_t *b = h ? budget_in(h, dev) : NULL;
+	uint64_t cur = 0, want;
+
+	if (b) {
+		cur = atomic_load(b);
+		/* Never below zero (a budget reset while some was held). */
+		do
+			want = delta >= 0 || cur > (uint64_t)-delta
+				       ? cur + (uint64_t)delta
+				       : 0;
+		while (delta && !atomic_compare_exchange_weak(b, &cur, want));
+		cur = delta ? want : cur;
+	}
+	if (h)
+		hint_put(h, temp);
+	return cur;
 }
 
 /* ---- lifelines ----------------------------------------------------------- */

@@ -53,6 +53,10 @@ struct shm_owner {
  * when writable. */
 void *shm_open_existing(const char *path, size_t size, bool writable,
 			const struct shm_want *want);
+/* A descriptor of an existing shared file if it is what want says (else
+ * -1, errno EPERM, one log line): for reading it without mapping it. */
+int shm_open_checked(const char *path, size_t size, bool writable,
+		     const struct shm_want *want);
 /* Build a shared file under a temporary name (own's owner and mode, its
  * pages allocated), init it, link it into place.  NULL with errno
  * (EEXIST: someone else won; undo, if any, was called). */
@@ -89,9 +93,10 @@ uint64_t hint_gen(void);
 /* Count a segment in (delta 1, before creating it) or out (-1, after
  * unlinking it) of the hint of key. */
 void hint_live_add(uint64_t key, int64_t delta);
-/* The disk budget word of filesystem dev in key's hint (an entry claimed
- * on first use); NULL if the hint is unusable or its table full. */
-_Atomic uint64_t *hint_budget(uint64_t key, uint64_t dev);
+/* Add delta to the bytes reserved on filesystem dev in key's hint (an
+ * entry claimed on first use; never below zero), and return the sum:
+ * delta 0 reads it.  0 if the hint is unusable or its table full. */
+uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta);
 
 /* The hints this process reads (its user's and its groups'), once
  * mapped (hint_count 0 before, or if one is unusable): for the check on

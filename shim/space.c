@@ -21,12 +21,12 @@
 
 #include "config.h"
 #include "inflight.h"
-#include "io.h"
 #include "log.h"
 #include "reserve.h"
 #include "sys.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,20 +36,35 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Processes whose descriptors are looked through for a file that moved
- * away from its recorded path (renamed, unlinked). */
-#define MEMBERS_MAX 16
+/* How long the give-back waits for another file's writes to drain: a
+ * writer stopped (SIGSTOP, a debugger) mid-write leaves its file alone. */
+#define DRAIN_MS 100
 
-/* The entries of the directory open at dfd, through getdents64 into the
- * caller's buffer (no heap: the caller may be a signal handler's write).
- * Calls each(name, arg) until it returns true.  Whether it did. */
-static bool dir_each(int dfd, bool (*each)(const char *name, void *arg),
+/*
+ * The give-back's buffers, mapped for the one call that needs them: the
+ * write that met ENOSPC may be a signal handler's on a small alternate
+ * stack, and the scan nests three directories deep (the segment
+ * directory, a group's, a process's descriptors).
+ */
+enum { LV_TOP, LV_GROUP, LV_FDS, LV_N };
+struct scratch {
+	char dents[LV_N][4096];
+	char path[LV_N][PATH_MAX];
+	struct seg_peek peek;
+};
+static __thread struct scratch *scratch
+	__attribute__((tls_model("initial-exec")));
+
+/* The entries of the directory open at dfd, read at depth lv of the
+ * scratch (getdents64: no heap).  Calls each(name, arg) until it returns
+ * true.  Whether it did. */
+static bool dir_each(int dfd, int lv, bool (*each)(const char *name, void *arg),
 		     void *arg)
 {
-	char buf[4096] __attribute__((aligned(8)));
+	char *buf = scratch->dents[lv];
 	long n, at;
 
-	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(scratch->dents[lv]))) > 0)
 		for (at = 0; at < n;) {
 			/* struct linux_dirent64: ino, off, reclen, type,
 			 * name */
@@ -119,7 +134,7 @@ static int open_via_member(pid_t pid, uint64_t dev, uint64_t ino)
 			 0);
 	if (dfd < 0)
 		return -1;
-	dir_each(dfd, try_member_fd, &m);
+	dir_each(dfd, LV_FDS, try_member_fd, &m);
 	sys_close(dfd);
 	return m.fd;
 }
@@ -148,56 +163,36 @@ static bool self_has_open(uint64_t dev, uint64_t ino)
 
 	if (dfd < 0)
 		return true;
-	found = dir_each(dfd, fd_is, want);
+	found = dir_each(dfd, LV_FDS, fd_is, want);
 	sys_close(dfd);
 	return found;
 }
 
-/* Cut the reserved tail of the file whose segment is at segpath, if it is
- * on dev and has one.  True if blocks were given back. */
-static bool cut_one(const char *segpath, uint64_t dev)
+/* Cut the reserved tail of the file whose segment says p, if it is on dev
+ * and has one.  True if blocks were given back. */
+static bool cut_one(const struct seg_peek *p, uint64_t dev)
 {
-	struct dioshim_seg *seg = segment_map_path(segpath, false);
-	char path[sizeof(seg->path) + 1];
-	uint32_t ns = (uint32_t)owner_self()->pidns;
-	pid_t pids[MEMBERS_MAX];
-	int npids = 0, i, hi, fd;
-	uint64_t ino, before;
+	struct dioshim_seg *seg;
+	int i, fd;
+	uint64_t before;
 	struct file_id id;
 	struct shim_file *f;
 	bool cut = false, recovered, locked;
 
-	if (!seg)
-		return false;
-	ino = seg->ino;
-	if (seg->dev != dev ||
-	    atomic_load(&seg->phys) <= atomic_load(&seg->eof)) {
-		segment_unmap(seg);
-		return false;
-	}
-	memcpy(path, seg->path, sizeof(seg->path));
-	path[sizeof(seg->path)] = 0;
-	hi = seg_slots(seg);
-	for (i = 0; i < hi && npids < MEMBERS_MAX; i++) {
-		uint64_t o = atomic_load(&seg->slot[i].owner.pid_start);
-
-		if (o && (uint32_t)seg->slot[i].owner.pidns == ns)
-			pids[npids++] = (pid_t)(o & DIOSHIM_OWNER_PID_MASK);
-	}
-	segment_unmap(seg);
-	if (self_has_open(dev, ino))
+	if (p->phys <= p->eof || self_has_open(dev, p->ino))
 		return false;
 
 	/* The file the segment names, if it is still that file; else one
 	 * of its members' descriptors of it.  Nothing here trusts the
 	 * segment: what is cut is the file's own segment, attached as
 	 * any user attaches (segment_attach checks it). */
-	fd = path[0] == '/' ? open_checked(path, false, dev, ino) : -1;
-	for (i = 0; fd < 0 && i < npids; i++)
-		fd = open_via_member(pids[i], dev, ino);
+	fd = p->path[0] == '/' ? open_checked(p->path, false, dev, p->ino)
+			       : -1;
+	for (i = 0; fd < 0 && i < p->npids; i++)
+		fd = open_via_member(p->pids[i], dev, p->ino);
 	if (fd < 0)
 		return false;
-	if (!file_identify(fd, &id) || id.dev != dev || id.ino != ino ||
+	if (!file_identify(fd, &id) || id.dev != dev || id.ino != p->ino ||
 	    !(f = segment_attach(fd, &id, false))) {
 		sys_close(fd);
 		return false;
@@ -205,7 +200,7 @@ static bool cut_one(const char *segpath, uint64_t dev)
 	/* Queued writes in flight past eof: a cut now would have to keep
 	 * their range, and the size would cover writes not yet done. */
 	if (f->slot >= 0 && !atomic_load(&f->seg->exact) &&
-	    !async_in_flight(f->seg) && barrier_raise_fd(f, fd)) {
+	    !async_in_flight(f->seg) && barrier_try_raise(f, DRAIN_MS)) {
 		seg = f->seg;
 		before = atomic_load(&seg->phys);
 		locked = seg_lock(&seg->ext_lock, &recovered);
@@ -222,65 +217,97 @@ static bool cut_one(const char *segpath, uint64_t dev)
 	return cut;
 }
 
+/* A walk of dev's segments: fn(peek, arg) for each. */
 struct scan {
 	const char *dir;
 	uint64_t dev;
-	bool groups;
-	int cut;
+	int lv;
+	void (*fn)(const struct seg_peek *p, void *arg);
+	void *arg;
 };
 
-static void cut_in(const char *dir, uint64_t dev, bool groups, int *cut);
+static void walk_in(const char *dir, int lv, const struct scan *from);
 
 static bool scan_entry(const char *name, void *arg)
 {
 	struct scan *s = arg;
-	char path[PATH_MAX];
+	char *path = scratch->path[s->lv];
+	size_t ld = strlen(s->dir), ln = strlen(name);
 	unsigned long long d, i;
 	int len;
 
-	len = snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	if (len <= 0 || (size_t)len >= sizeof(path))
+	/* s->dir is the level above's (or the top's): never this one */
+	if (ld + 1 + ln >= PATH_MAX)
 		return false;
-	if (s->groups && !strncmp(name, DIOSHIM_GROUP_PREFIX,
-				  strlen(DIOSHIM_GROUP_PREFIX))) {
-		cut_in(path, s->dev, false, &s->cut);
+	memcpy(path, s->dir, ld);
+	path[ld] = '/';
+	memcpy(path + ld + 1, name, ln + 1);
+	if (s->lv == LV_TOP && !strncmp(name, DIOSHIM_GROUP_PREFIX,
+					strlen(DIOSHIM_GROUP_PREFIX))) {
+		walk_in(path, LV_GROUP, s);
 		return false;
 	}
 	/* dioshim.<dev>.<ino>, and nothing else (a name being made has a
-	 * suffix) */
+	 * suffix).  Read, not mapped: a segment someone resizes meanwhile
+	 * (any member of a group can, in its directory) cannot fault us. */
 	if (sscanf(name, DIOSHIM_SEG_PREFIX "%llx.%llx%n", &d, &i, &len) != 2 ||
-	    name[len] || d != s->dev)
+	    name[len] || d != s->dev || !segment_peek(path, &scratch->peek) ||
+	    scratch->peek.dev != s->dev)
 		return false;
-	s->cut += cut_one(path, s->dev);
+	s->fn(&scratch->peek, s->arg);
 	return false;
 }
 
-/* Cut the tails of dev's files whose segments are in dir; once into the
- * group directories. */
-static void cut_in(const char *dir, uint64_t dev, bool groups, int *cut)
+/* The segments in dir (at depth lv); from the top, once into the group
+ * directories. */
+static void walk_in(const char *dir, int lv, const struct scan *from)
 {
-	struct scan s = { dir, dev, groups, 0 };
+	struct scan s = *from;
 	int dfd = sys_openat(AT_FDCWD, dir,
 			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 
 	if (dfd < 0)
 		return;
-	dir_each(dfd, scan_entry, &s);
+	s.dir = dir;
+	s.lv = lv;
+	dir_each(dfd, lv, scan_entry, &s);
 	sys_close(dfd);
-	*cut += s.cut;
+}
+
+/* Every segment of dev's files this user may see, with the scratch
+ * mapped for the walk.  False if it could not be. */
+static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
+		 void *arg)
+{
+	struct scan s = { NULL, dev, LV_TOP, fn, arg };
+
+	scratch = mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (scratch == MAP_FAILED) {
+		scratch = NULL;
+		return false;
+	}
+	walk_in(config.shm_dir, LV_TOP, &s);
+	munmap(scratch, sizeof(*scratch));
+	scratch = NULL;
+	return true;
+}
+
+static void cut_each(const struct seg_peek *p, void *arg)
+{
+	int *n = arg;
+
+	*n += cut_one(p, p->dev);
 }
 
 bool space_reclaim(uint64_t dev)
 {
-	int saved = errno, n = 0, busy = io_busy, cancel;
+	int saved = errno, n = 0, cancel;
 
-	/* As inside any call of the shim: a signal handler's write on this
-	 * thread meanwhile passes through, and no cancellation point here
-	 * leaves a file attached or a barrier raised. */
+	/* No cancellation point here leaves a file attached or a barrier
+	 * raised. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	io_busy = 1;
-	cut_in(config.shm_dir, dev, true, &n);
-	io_busy = busy;
+	walk(dev, cut_each, &n);
 	pthread_setcancelstate(cancel, NULL);
 	if (n)
 		log_msg("out of space: reserved tails of %d file(s) given back, "
@@ -288,4 +315,39 @@ bool space_reclaim(uint64_t dev)
 			n);
 	errno = saved;
 	return n > 0;
+}
+
+struct recount {
+	uint64_t key, sum;
+};
+
+static void count_each(const struct seg_peek *p, void *arg)
+{
+	struct recount *r = arg;
+
+	if (p->hint_key == r->key)
+		r->sum += p->budget_charged;
+}
+
+void space_recount(uint64_t key, uint64_t dev)
+{
+	static _Atomic uint64_t last_ns;
+	struct recount r = { key, 0 };
+	uint64_t now = now_ns(), was = atomic_load(&last_ns), held;
+	int saved = errno;
+
+	if ((was && now - was < SPACE_RECOUNT_NS) ||
+	    !atomic_compare_exchange_strong(&last_ns, &was, now))
+		return;
+	if (walk(dev, count_each, &r)) {
+		held = hint_budget_add(key, dev, 0);
+		if (held > r.sum) {
+			log_msg("disk budget: %llu bytes counted, %llu held by "
+				"the segments there: counted anew",
+				(unsigned long long)held,
+				(unsigned long long)r.sum);
+			hint_budget_add(key, dev, -(int64_t)(held - r.sum));
+		}
+	}
+	errno = saved;
 }

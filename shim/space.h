@@ -19,6 +19,15 @@
  */
 bool space_reclaim(uint64_t dev);
 
+/*
+ * The disk budget of key's place on dev says more is reserved than its
+ * segments hold (charges of files whose segments were lost, refused or
+ * removed by hand): count it anew from them.  At most once per
+ * SPACE_RECOUNT_NS in a process; errno is kept.
+ */
+#define SPACE_RECOUNT_NS 1000000000ull
+void space_recount(uint64_t key, uint64_t dev);
+
 /* errno of a call that failed for want of space. */
 static inline bool space_short(int err)
 {

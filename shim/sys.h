@@ -15,6 +15,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 static inline int sys_openat(int dirfd, const char *path, int flags, mode_t m)
@@ -30,6 +31,20 @@ static inline int sys_close(int fd)
 static inline ssize_t sys_read(int fd, void *buf, size_t n)
 {
 	return syscall(SYS_read, fd, buf, n);
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline ssize_t sys_pread(int fd, void *buf, size_t n, off_t off)
+{
+	return syscall(SYS_pread64, fd, buf, n, off);
 }
 
 static inline int sys_fstat(int fd, struct stat *st)

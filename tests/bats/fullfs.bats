@@ -174,6 +174,32 @@ held_then_filled() {
 	[ ! -e "$T/opened" ]
 }
 
+@test "out of space, a writer of another file stopped mid-write (SIGSTOP) does not hold up the give-back: the full writer ends, every record in place" {
+	local a=$SCRATCH_MNT/full.stopped pid n
+	rm -f "$T/stop"
+	DIOSHIM_RESERVE=4M shim "$HELPERS/t_appender" -t 2 -n 1000000 -c -e \
+		-s "$T/stop" "$a" >/dev/null &
+	pid=$!
+	while [ "$(real_size "$a" 2>/dev/null || echo 0)" -lt $((1 << 20)) ]; do
+		sleep 0.05
+	done
+	# Two threads writing without pause: stopped, one of them is almost
+	# always between its write and its count going down.
+	pkill -STOP -f -- "-s $T/stop"
+	sleep 0.2
+	run timeout 60 "$DIOSHIM" "$HELPERS/t_appender" -t 1 -n 1000000 -c -e -l "$T/log" "$F"
+	touch "$T/stop"
+	pkill -CONT -f -- "-s $T/stop"
+	wait "$pid" || true
+	echo "$output"
+	[ "$status" -eq 0 ]
+	n=$(field records "$output")
+	run noshim "$HELPERS/t_verify" -S $((n * 4096)) "$F" "$T/log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	assert_no_segment "$F"
+}
+
 # free_while_open MODE N: the filesystem's free bytes while a process
 # under MODE keeps N files of 4 KiB open (each engaged from its first
 # write, as a contended file is).

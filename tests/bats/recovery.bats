@@ -261,3 +261,24 @@ crashed_with_tail() {
 	cmp <(noshim dd if="$F" bs=4096 skip=10 count=1 2>/dev/null) \
 		<(head -c 4096 /dev/zero | tr '\0' U)
 }
+
+@test "recovery through a read-only descriptor keeps the POSIX locks the program holds on the file (no second descriptor opened and closed)" {
+	# The program locks the file before any segment exists; a writer
+	# then crashes with its tail reserved; the program's O_DIRECT open
+	# is the first use after it and recovers the file.
+	noshim touch "$F"
+	mkfifo "$T/script"
+	"$DIOSHIM" "$HELPERS/p_do" "$F" <"$T/script" >"$T/out" 2>&1 &
+	PIDS+=($!)
+	exec 4>"$T/script"
+	printf 'open l %%1 RDONLY\nlock @l\nlockseen @l\n' >&4
+	while ! grep -q held= "$T/out"; do sleep 0.05; done
+	crashed_with_tail
+	printf 'open r %%1 RDONLY|DIRECT\npread @r 4k 0\nlockseen @l\nksize @r\n' >&4
+	exec 4>&-
+	wait "${PIDS[0]}"
+	PIDS=()
+	cat "$T/out"
+	[ "$(grep -c 'held=1' "$T/out")" -eq 2 ]
+	[ "$(real_size "$F")" -eq 32768 ]
+}

@@ -47,6 +47,10 @@
  *   rawclose FD (behind the shim's back)   fopen V PATH MODE (stdio)
  *   ksize FD   kstat PATH   seg PATH   (the '#' lines)
  *   rep N COMMAND...              (COMMAND N times)
+ *   lock FD                       (F_SETLK on the whole file: a write lock,
+ *                                 a read lock through a read-only FD)
+ *   lockseen FD                   (whether another process sees that lock:
+ *                                 a child asks F_GETLK; held=1 or held=0)
  *   fresh NAME                    (close every stored fd; ARG1/NAME made
  *                                 anew by 4 O_DIRECT appends of 4k through
  *                                 @a (O_APPEND); @w, @r, @rw opened on it
@@ -66,6 +70,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef RWF_NOAPPEND
@@ -734,6 +739,31 @@ static void run(char **t, int n)
 		ri = posix_fallocate((int)num(t[1]), (off_t)num(t[2]),
 				     (off_t)num(t[3]));
 		printf(" ret=%s errno=%s\n", ename(ri ? ri : 0), ename(errno));
+	} else if (!strcmp(c, "lock")) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		need(n, 2, c);
+		if ((fcntl((int)num(t[1]), F_GETFL) & O_ACCMODE) == O_RDONLY)
+			fl.l_type = F_RDLCK;
+		ri = fcntl((int)num(t[1]), F_SETLK, &fl);
+		printf(" ret=%d errno=%s\n", ri, ename(errno));
+	} else if (!strcmp(c, "lockseen")) {
+		int st = 0;
+		pid_t child;
+
+		need(n, 2, c);
+		fflush(stdout);
+		child = fork();
+		if (child == 0) {
+			struct flock fl = { .l_type = F_WRLCK,
+					    .l_whence = SEEK_SET };
+
+			_exit(fcntl((int)num(t[1]), F_GETLK, &fl) ? 2
+			      : fl.l_type != F_UNLCK		  ? 1
+								  : 0);
+		}
+		waitpid(child, &st, 0);
+		printf(" held=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	} else if (!strcmp(c, "fsync") || !strcmp(c, "fdatasync")) {
 		need(n, 2, c);
 		ri = c[1] == 's' ? fsync((int)num(t[1]))

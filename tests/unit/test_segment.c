@@ -106,6 +106,43 @@ static void test_create_share_detach(void)
 	close(fd);
 }
 
+/* The give-back's view of a segment (segment_peek): read, not mapped;
+ * only a whole segment of this layout is one. */
+static void test_peek(void)
+{
+	struct file_id id;
+	struct shim_file *f;
+	struct seg_peek p;
+	int fd = data_file("peek", 8192, &id), i;
+	bool me = false;
+
+	f = segment_attach(fd, &id, true);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	atomic_store(&f->seg->phys, 65536);
+	CHECK(segment_peek(seg_path, &p));
+	CHECK_EQ(p.dev, id.dev);
+	CHECK_EQ(p.ino, id.ino);
+	CHECK_EQ(p.eof, 8192);
+	CHECK_EQ(p.phys, 65536);
+	CHECK(strstr(p.path, "peek") != NULL);
+	for (i = 0; i < p.npids; i++)
+		me |= p.pids[i] == getpid();
+	CHECK(me);
+	atomic_store(&f->seg->phys, 8192);
+	segment_put(f, fd);
+	close(fd);
+
+	/* Cut short (resized by a member of its group), or not a segment:
+	 * refused, and nothing faults. */
+	plant(4096, 0, 0600, 0);
+	CHECK(!segment_peek(seg_path, &p));
+	plant(sizeof(struct dioshim_seg), 0x5a, 0600, 0);
+	CHECK(!segment_peek(seg_path, &p));
+	unlink(seg_path);
+}
+
 static void test_trim_keeps_data(void)
 {
 	struct file_id id;
@@ -341,6 +378,7 @@ int main(void)
 	if (getuid() != 0)
 		SKIP("needs root to plant segments owned by another user");
 	test_create_share_detach();
+	test_peek();
 	test_trim_keeps_data();
 	test_refused();
 	test_stale_birth();
