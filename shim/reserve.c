@@ -85,8 +85,15 @@ void reserve_charge(struct dioshim_seg *seg)
 
 	if (now == was)
 		return;
-	seg->budget_charged = now;
-	hint_budget_add(seg->hint_key, seg->dev, (int64_t)(now - was));
+	/* The segment says more than the hint while the two move: a count
+	 * anew (space_recount) meanwhile never finds the hint too high. */
+	if (now > was) {
+		__atomic_store_n(&seg->budget_charged, now, __ATOMIC_SEQ_CST);
+		hint_budget_add(seg->hint_key, seg->dev, (int64_t)(now - was));
+	} else {
+		hint_budget_add(seg->hint_key, seg->dev, (int64_t)(now - was));
+		__atomic_store_n(&seg->budget_charged, now, __ATOMIC_SEQ_CST);
+	}
 }
 
 /* What the other files of seg's place and filesystem hold reserved. */
@@ -427,17 +434,25 @@ void keep_restore(struct shim_file *f, int fd, uint64_t from)
 	struct dioshim_seg *seg = f->seg;
 	uint64_t lo = seg->keep_lo > from ? seg->keep_lo : from;
 
-	/* Through a descriptor for reading (the last close was one) the
-	 * blocks cannot be had again without opening another, which would
-	 * drop the program's POSIX locks: only their space is lost. */
-	if (seg->keep_hi > lo && !recover_fd_writable(fd))
-		log_msg("the application's blocks past eof are given back "
-			"(closed through a read-only descriptor)");
-	else if (seg->keep_hi > lo &&
-	    sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
-			  (off_t)(seg->keep_hi - lo)))
+	int wfd = fd;
+	char self[64];
+
+	/* Through a descriptor for reading (a last close through one), a
+	 * second one for writing, only for this: the application's own
+	 * blocks past eof come first, though closing it drops the POSIX
+	 * locks the process holds on the file. */
+	if (seg->keep_hi > lo && !recover_fd_writable(fd)) {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		wfd = sys_openat(AT_FDCWD, self,
+				 O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
+	}
+	if (seg->keep_hi > lo &&
+	    (wfd < 0 || sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
+				      (off_t)(seg->keep_hi - lo))))
 		log_msg("could not re-allocate the application's blocks past "
 			"eof: %s", strerror(errno));
+	if (wfd >= 0 && wfd != fd)
+		sys_close(wfd);
 	if (seg->keep_hi <= from)
 		seg->keep_lo = seg->keep_hi = 0;
 }

@@ -177,7 +177,7 @@ static bool cut_one(const struct seg_peek *p, uint64_t dev)
 	uint64_t before;
 	struct file_id id;
 	struct shim_file *f;
-	bool cut = false, recovered, locked;
+	bool cut = false, skipped = false, recovered;
 
 	if (p->phys <= p->eof || self_has_open(dev, p->ino))
 		return false;
@@ -203,15 +203,25 @@ static bool cut_one(const struct seg_peek *p, uint64_t dev)
 	    !async_in_flight(f->seg) && barrier_try_raise(f, DRAIN_MS)) {
 		seg = f->seg;
 		before = atomic_load(&seg->phys);
-		locked = seg_lock(&seg->ext_lock, &recovered);
-		barrier_changing(f); /* killed here: the words are redone */
-		if (!async_in_flight(seg) && reserve_trim(f, fd) &&
-		    atomic_load(&seg->phys) < before)
-			cut = true;
-		if (locked)
+		/* Drained, nobody holds ext_lock but one stopped or dead in
+		 * a size change of its own: never wait for it. */
+		if (!seg_trylock(&seg->ext_lock, &recovered)) {
+			barrier_changing(f); /* killed here: words redone */
+			if (!async_in_flight(seg) && reserve_trim(f, fd) &&
+			    atomic_load(&seg->phys) < before)
+				cut = true;
 			seg_unlock(&seg->ext_lock);
+		} else {
+			skipped = true;
+		}
 		barrier_lower(f);
+	} else if (f->slot >= 0 && !atomic_load(&f->seg->exact)) {
+		skipped = true;
 	}
+	if (skipped)
+		log_msg("out of space: the reserved tail of %s stays (its "
+			"writers did not drain within %d ms)",
+			p->path, DRAIN_MS);
 	segment_put(f, fd);
 	sys_close(fd);
 	return cut;
@@ -333,15 +343,20 @@ void space_recount(uint64_t key, uint64_t dev)
 {
 	static _Atomic uint64_t last_ns;
 	struct recount r = { key, 0 };
-	uint64_t now = now_ns(), was = atomic_load(&last_ns), held;
+	uint64_t now = now_ns(), was = atomic_load(&last_ns), held, before;
 	int saved = errno;
 
 	if ((was && now - was < SPACE_RECOUNT_NS) ||
 	    !atomic_compare_exchange_strong(&last_ns, &was, now))
 		return;
+	/* A charge made during the walk may be missed by it: the count is
+	 * lowered only if nothing moved it meanwhile (charges move the
+	 * segment's word first and the hint's after, give-backs the other
+	 * way round: one caught half way leaves the hint the lower). */
+	before = hint_budget_add(key, dev, 0);
 	if (walk(dev, count_each, &r)) {
 		held = hint_budget_add(key, dev, 0);
-		if (held > r.sum) {
+		if (held == before && held > r.sum) {
 			log_msg("disk budget: %llu bytes counted, %llu held by "
 				"the segments there: counted anew",
 				(unsigned long long)held,

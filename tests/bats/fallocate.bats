@@ -240,3 +240,24 @@ tool_same_as_kernel() {
 	tool_same_as_kernel -i -o 16K -l 16K
 	grep -q '^size = 147456$' "$T/shim"
 }
+
+@test "blocks the program allocated past EOF (KEEP_SIZE) stay allocated after a last close through a read-only descriptor, as with the kernel alone" {
+	local side blocks=()
+	for side in shim kernel; do
+		mkdir -p "$SCRATCH_MNT/keep.$side"
+		# shellcheck disable=SC2046
+		$([ "$side" = kernel ] && echo "env DIOSHIM_DISABLE=1") \
+			"$DIOSHIM" "$HELPERS/p_do" "$SCRATCH_MNT/keep.$side" >"$T/$side" <<'SCRIPT'
+fresh k
+rep 8 write @a 4k
+fallocate @w KEEP_SIZE 48k 1m
+close @a
+close @w
+close @rw
+close @r
+SCRIPT
+		blocks+=("$(noshim stat -c '%s %b' "$SCRATCH_MNT/keep.$side/k")")
+	done
+	echo "shim: ${blocks[0]}, kernel alone: ${blocks[1]}"
+	[ "${blocks[0]}" = "${blocks[1]}" ]
+}
