@@ -328,6 +328,21 @@ bool barrier_raise(struct shim_file *f)
 	return barrier_raise_fd(f, -1);
 }
 
+/* The barrier is up and nothing is in flight. */
+static void barrier_raised(struct shim_file *f, bool size_change)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	/* Asynchronous writes submitted before now complete, in the kernel,
+	 * before the size change (which waits for direct I/O): reaped
+	 * later, they must not move the size it sets. */
+	if (size_change)
+		atomic_fetch_add(&seg->epoch, 1);
+	if (f->slot >= 0)
+		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
+					  memory_order_relaxed);
+}
+
 static bool barrier_up(struct shim_file *f, int fd, bool size_change)
 {
 	struct dioshim_seg *seg = f->seg;
@@ -362,14 +377,7 @@ static bool barrier_up(struct shim_file *f, int fd, bool size_change)
 	}
 	atomic_store_explicit(&seg->barrier, BARRIER_UP, memory_order_seq_cst);
 	drain(seg);
-	/* Asynchronous writes submitted before now complete, in the kernel,
-	 * before the size change (which waits for direct I/O): reaped
-	 * later, they must not move the size it sets. */
-	if (size_change)
-		atomic_fetch_add(&seg->epoch, 1);
-	if (f->slot >= 0)
-		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
-					  memory_order_relaxed);
+	barrier_raised(f, size_change);
 	return true;
 }
 
@@ -400,10 +408,7 @@ bool barrier_try_raise(struct shim_file *f, unsigned max_ms)
 		barrier_lower(f);
 		return false;
 	}
-	atomic_fetch_add(&seg->epoch, 1);
-	if (f->slot >= 0)
-		atomic_fetch_add_explicit(&seg->slot[f->slot].barriers, 1,
-					  memory_order_relaxed);
+	barrier_raised(f, true);
 	return true;
 }
 

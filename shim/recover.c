@@ -168,13 +168,26 @@ bool recover_fd_writable(int fd)
 	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
 }
 
+static void self_fd_path(char *buf, size_t cap, int fd)
+{
+	snprintf(buf, cap, "/proc/self/fd/%d", fd);
+}
+
+int recover_reopen(int fd, int flags)
+{
+	char path[64];
+
+	self_fd_path(path, sizeof(path), fd);
+	return sys_openat(AT_FDCWD, path, flags | O_NOCTTY | O_CLOEXEC, 0);
+}
+
 int recover_truncate(int fd, uint64_t size)
 {
 	char path[64];
 
 	if (recover_fd_writable(fd))
 		return sys_ftruncate(fd, (off_t)size);
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	self_fd_path(path, sizeof(path), fd);
 	return (int)syscall(SYS_truncate, path, (off_t)size);
 }
 

@@ -50,6 +50,10 @@ struct recover_report {
 
 /* Whether fd is open for writing. */
 bool recover_fd_writable(int fd);
+/* A new descriptor of fd's file, opened by its /proc/self/fd link with
+ * flags (O_NOCTTY and O_CLOEXEC added); -1 with errno.  Closing it drops
+ * every POSIX lock this process holds on the file. */
+int recover_reopen(int fd, int flags);
 /* ftruncate fd to size, even if fd is open only for reading: then by its
  * /proc/self/fd link (truncate(2) needs write permission on the file, as
  * an open for writing would).  Never through a second descriptor: closing

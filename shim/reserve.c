@@ -434,25 +434,21 @@ void keep_restore(struct shim_file *f, int fd, uint64_t from)
 	struct dioshim_seg *seg = f->seg;
 	uint64_t lo = seg->keep_lo > from ? seg->keep_lo : from;
 
-	int wfd = fd;
-	char self[64];
+	if (seg->keep_hi > lo) {
+		/* Through a descriptor for reading (a last close through
+		 * one), a second one for writing, only for this: the
+		 * application's own blocks past eof come first. */
+		int wfd = recover_fd_writable(fd) ? fd
+						  : recover_reopen(fd, O_WRONLY);
 
-	/* Through a descriptor for reading (a last close through one), a
-	 * second one for writing, only for this: the application's own
-	 * blocks past eof come first, though closing it drops the POSIX
-	 * locks the process holds on the file. */
-	if (seg->keep_hi > lo && !recover_fd_writable(fd)) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-		wfd = sys_openat(AT_FDCWD, self,
-				 O_WRONLY | O_CLOEXEC | O_NOCTTY, 0);
+		if (wfd < 0 ||
+		    sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
+				  (off_t)(seg->keep_hi - lo)))
+			log_msg("could not re-allocate the application's "
+				"blocks past eof: %s", strerror(errno));
+		if (wfd >= 0 && wfd != fd)
+			sys_close(wfd);
 	}
-	if (seg->keep_hi > lo &&
-	    (wfd < 0 || sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
-				      (off_t)(seg->keep_hi - lo))))
-		log_msg("could not re-allocate the application's blocks past "
-			"eof: %s", strerror(errno));
-	if (wfd >= 0 && wfd != fd)
-		sys_close(wfd);
 	if (seg->keep_hi <= from)
 		seg->keep_lo = seg->keep_hi = 0;
 }

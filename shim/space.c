@@ -22,6 +22,7 @@
 #include "config.h"
 #include "inflight.h"
 #include "log.h"
+#include "recover.h"
 #include "reserve.h"
 #include "sys.h"
 
@@ -86,7 +87,6 @@ static bool dir_each(int dfd, int lv, bool (*each)(const char *name, void *arg),
 static int open_checked(const char *path, bool follow, uint64_t dev,
 			uint64_t ino)
 {
-	char self[64];
 	struct stat st;
 	int pfd, fd = -1;
 
@@ -95,11 +95,8 @@ static int open_checked(const char *path, bool follow, uint64_t dev,
 	if (pfd < 0)
 		return -1;
 	if (!sys_fstat(pfd, &st) && S_ISREG(st.st_mode) &&
-	    (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-		fd = sys_openat(AT_FDCWD, self,
-				O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0);
-	}
+	    (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino)
+		fd = recover_reopen(pfd, O_WRONLY | O_NONBLOCK);
 	sys_close(pfd);
 	return fd;
 }
