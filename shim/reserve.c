@@ -163,8 +163,10 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		uint64_t room = reserve_room(avail, total, others,
 					     seg_blksize(seg));
 
-		/* Short of the budget because of others: counted right? */
-		if (room < chunk && others) {
+		/* Short of the budget because of others alone: counted
+		 * right? */
+		if (room < chunk && others &&
+		    reserve_room(avail, total, 0, seg_blksize(seg)) >= chunk) {
 			space_recount(seg->hint_key, seg->dev);
 			others = budget_others(seg);
 			room = reserve_room(avail, total, others,

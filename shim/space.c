@@ -338,14 +338,19 @@ static void count_each(const struct seg_peek *p, void *arg)
 
 void space_recount(uint64_t key, uint64_t dev)
 {
-	static _Atomic uint64_t last_ns;
+	/* The next count no sooner than `wait` after the last: doubled
+	 * (up to 64 s) each time the count was right, as it is whenever
+	 * many open files hold the budget for real. */
+	static _Atomic uint64_t last_ns, wait = SPACE_RECOUNT_NS;
 	struct recount r = { key, 0 };
 	uint64_t now = now_ns(), was = atomic_load(&last_ns), held, before;
+	uint64_t w = atomic_load(&wait);
 	int saved = errno;
 
-	if ((was && now - was < SPACE_RECOUNT_NS) ||
+	if ((was && now - was < w) ||
 	    !atomic_compare_exchange_strong(&last_ns, &was, now))
 		return;
+	atomic_store(&wait, w < 64 * SPACE_RECOUNT_NS ? 2 * w : w);
 	/* A charge made during the walk may be missed by it: the count is
 	 * lowered only if nothing moved it meanwhile (charges move the
 	 * segment's word first and the hint's after, give-backs the other
@@ -359,6 +364,7 @@ void space_recount(uint64_t key, uint64_t dev)
 				(unsigned long long)held,
 				(unsigned long long)r.sum);
 			hint_budget_add(key, dev, -(int64_t)(held - r.sum));
+			atomic_store(&wait, SPACE_RECOUNT_NS);
 		}
 	}
 	errno = saved;

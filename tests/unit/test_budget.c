@@ -97,9 +97,10 @@ int main(void)
 	a->seg->budget_charged -= (uint64_t)1 << 50;
 
 	/* The same count with no segment holding it (one lost, refused,
-	 * removed by hand): counted anew from the segments (once a second
-	 * has passed since the last count), and B reserves. */
-	usleep(1100000);
+	 * removed by hand): counted anew from the segments (once two
+	 * seconds have passed since the last count, which found it right),
+	 * and B reserves. */
+	usleep(2100000);
 	CHECK_EQ(reserve_extend(b, fb, 128 << 20, (128 << 20) + 4096),
 		 RESERVE_OK);
 	CHECK_EQ(BUDGET(), held(a) + held(b));
