@@ -177,11 +177,26 @@ int64_t slot_inflight(struct dioshim_slot *s)
 	return n;
 }
 
+/* The writes (writes) or the calls in flight (!writes) of seg's live
+ * processes, summed until they reach enough. */
+static int64_t live_sum(struct dioshim_seg *seg, bool writes, int64_t enough)
+{
+	int64_t n = 0;
+	int i, hi = seg_slots(seg);
+
+	for (i = 0; i < hi && n < enough; i++) {
+		struct dioshim_slot *s = &seg->slot[i];
+
+		if (atomic_load_explicit(&s->owner.pid_start,
+					 memory_order_acquire))
+			n += writes ? slot_writes(s) : slot_inflight(s);
+	}
+	return n;
+}
+
 bool inflight_engaged(struct shim_file *f)
 {
 	struct dioshim_seg *seg = f->seg;
-	int64_t n = 0;
-	int i, hi;
 
 	if (file_engaged(seg))
 		return true;
@@ -189,12 +204,7 @@ bool inflight_engaged(struct shim_file *f)
 		file_engage(seg);
 		return true;
 	}
-	hi = seg_slots(seg);
-	for (i = 0; i < hi && n < 2; i++)
-		if (atomic_load_explicit(&seg->slot[i].owner.pid_start,
-					 memory_order_acquire))
-			n += slot_writes(&seg->slot[i]);
-	if (n < 2)
+	if (live_sum(seg, true, 2) < 2)
 		return false;
 	file_engage(seg);
 	return true;
@@ -202,14 +212,7 @@ bool inflight_engaged(struct shim_file *f)
 
 int64_t inflight_count(struct dioshim_seg *seg)
 {
-	int64_t n = 0;
-	int i, hi = seg_slots(seg);
-
-	for (i = 0; i < hi; i++)
-		if (atomic_load_explicit(&seg->slot[i].owner.pid_start,
-					 memory_order_acquire))
-			n += slot_inflight(&seg->slot[i]);
-	return n;
+	return live_sum(seg, false, INT64_MAX);
 }
 
 #define FAIR_WAIT_MS 10
@@ -239,18 +242,7 @@ static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int64_t n = 0;
-
-		hi = seg_slots(seg);
-		for (i = 0; i < hi; i++) {
-			struct dioshim_slot *s = &seg->slot[i];
-			uint64_t o = atomic_load_explicit(
-				&s->owner.pid_start, memory_order_acquire);
-
-			if (o)
-				n += slot_inflight(s);
-		}
-		if (n <= 0)
+		if (inflight_count(seg) <= 0)
 			return true;
 		if (max_ms && ms_since(&t0) >= max_ms)
 			return false;
