@@ -162,18 +162,19 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		uint64_t total = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize;
 		uint64_t room = reserve_room(avail, total, others,
 					     seg_blksize(seg));
+		uint64_t held = (end > phys ? end : phys) -
+				atomic_load(&seg->eof);
 
-		/* Short of the budget because of others alone: counted
-		 * right? */
-		if (room < chunk && others &&
-		    reserve_room(avail, total, 0, seg_blksize(seg)) >= chunk) {
+		/* Short of the chunk, and the others' share is what cuts
+		 * it: is it counted right? */
+		if (room < held + chunk &&
+		    reserve_room(avail, total, 0, seg_blksize(seg)) >
+			    (room > held ? room : held)) {
 			space_recount(seg->hint_key, seg->dev);
 			others = budget_others(seg);
 			room = reserve_room(avail, total, others,
 					    seg_blksize(seg));
 		}
-		uint64_t held = (end > phys ? end : phys) -
-				atomic_load(&seg->eof);
 
 		chunk = room > held ? (room - held < chunk ? room - held
 							   : chunk)

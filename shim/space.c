@@ -336,36 +336,48 @@ static void count_each(const struct seg_peek *p, void *arg)
 		r->sum += p->budget_charged;
 }
 
+/* When each place and filesystem was last counted, and the wait before
+ * its next count (places that hash alike share one). */
+#define RECOUNT_SLOTS 8
+static struct {
+	_Atomic uint64_t last_ns, wait;
+} recounts[RECOUNT_SLOTS];
+
 void space_recount(uint64_t key, uint64_t dev)
 {
-	/* The next count no sooner than `wait` after the last: doubled
-	 * (up to 64 s) each time the count was right, as it is whenever
-	 * many open files hold the budget for real. */
-	static _Atomic uint64_t last_ns, wait = SPACE_RECOUNT_NS;
 	struct recount r = { key, 0 };
-	uint64_t now = now_ns(), was = atomic_load(&last_ns), held, before;
-	uint64_t w = atomic_load(&wait);
+	typeof(recounts[0]) *t =
+		&recounts[(((key ^ dev) * 0x9e3779b97f4a7c15ull) >> 32) %
+			 RECOUNT_SLOTS];
+	uint64_t now = now_ns(), was = atomic_load(&t->last_ns), held, before;
+	uint64_t w = atomic_load(&t->wait);
 	int saved = errno;
 
-	if ((was && now - was < w) ||
-	    !atomic_compare_exchange_strong(&last_ns, &was, now))
+	if (!w)
+		w = SPACE_RECOUNT_NS;
+	if ((was && now > was && now - was < w) ||
+	    !atomic_compare_exchange_strong(&t->last_ns, &was, now))
 		return;
-	atomic_store(&wait, w < 64 * SPACE_RECOUNT_NS ? 2 * w : w);
 	/* A charge made during the walk may be missed by it: the count is
 	 * lowered only if nothing moved it meanwhile (charges move the
 	 * segment's word first and the hint's after, give-backs the other
 	 * way round: one caught half way leaves the hint the lower). */
 	before = hint_budget_add(key, dev, 0);
-	if (walk(dev, count_each, &r)) {
-		held = hint_budget_add(key, dev, 0);
-		if (held == before && held > r.sum) {
-			log_msg("disk budget: %llu bytes counted, %llu held by "
-				"the segments there: counted anew",
-				(unsigned long long)held,
-				(unsigned long long)r.sum);
-			hint_budget_add(key, dev, -(int64_t)(held - r.sum));
-			atomic_store(&wait, SPACE_RECOUNT_NS);
-		}
+	if (!walk(dev, count_each, &r)) {
+		errno = saved;
+		return;
+	}
+	held = hint_budget_add(key, dev, 0);
+	if (held == before && held > r.sum) {
+		log_msg("disk budget: %llu bytes counted, %llu held by the "
+			"segments there: counted anew",
+			(unsigned long long)held, (unsigned long long)r.sum);
+		hint_budget_add(key, dev, -(int64_t)(held - r.sum));
+		atomic_store(&t->wait, SPACE_RECOUNT_NS);
+	} else if (held == before) {
+		/* Right: the budget is held for real (many open files);
+		 * the next count waits twice as long, up to 64 s. */
+		atomic_store(&t->wait, w < 64 * SPACE_RECOUNT_NS ? 2 * w : w);
 	}
 	errno = saved;
 }

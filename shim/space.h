@@ -23,8 +23,8 @@ bool space_reclaim(uint64_t dev);
  * The disk budget of key's place on dev says more is reserved than its
  * segments hold (charges of files whose segments were lost, refused or
  * removed by hand): count it anew from them.  At most once per
- * SPACE_RECOUNT_NS in a process, less often while the counts it makes
- * find nothing to mend; errno is kept.
+ * SPACE_RECOUNT_NS for a place and filesystem in a process, less often
+ * (up to 64 times) while the counts find it right; errno is kept.
  */
 #define SPACE_RECOUNT_NS 1000000000ull
 void space_recount(uint64_t key, uint64_t dev);
