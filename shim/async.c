@@ -43,6 +43,7 @@
 #include "prefill.h"
 #include "reserve.h"
 #include "sys.h"
+#include "umem.h"
 #include "wtx.h"
 
 #include <dlfcn.h>
@@ -153,7 +154,12 @@ struct aio_ring_hdr {
 };
 #define AIO_RING_MAGIC 0xa10a10a1
 
-static bool copy_in(void *dst, const void *src, size_t n);
+/* Copy n bytes the application pointed at, or say they are not all there
+ * (the kernel would answer EFAULT: let it). */
+static bool copy_in(void *dst, const void *src, size_t n)
+{
+	return umem_read(dst, src, n) == n;
+}
 
 static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct aring *rings;
@@ -789,7 +795,8 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 			struct iocb *io = ptr[i], seen;
 
 			/* Not there any more: the kernel answers EFAULT. */
-			if (!m || !copy_in(&seen, io, sizeof(seen)))
+			if (!m || !copy_in(&seen, io, sizeof(seen)) ||
+			    !umem_writable(io, sizeof(seen)))
 				continue;
 			/* The shim's RWF_NOAPPEND still there: the
 			 * application did not prepare it anew (nor would it
@@ -901,63 +908,57 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	return ret < 0 ? ret : (int)(take << 16 | ret);
 }
 
-/* Copy n bytes the application pointed at, or say they are not there
- * (the kernel would answer EFAULT: let it). */
-static pid_t self_pid(void)
+/* How many of iocbs[0, nr) the kernel can read, the array and the iocbs
+ * (it takes those and stops at the first it cannot: EFAULT if none), and
+ * whether one of those writes to or syncs a file the shim may serve. */
+static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 {
-	return (pid_t)(owner_self()->pid_start & DIOSHIM_OWNER_PID_MASK);
-}
+	struct iocb *ptr[64], io;
+	long base, i, n, got;
 
-static bool copy_in(void *dst, const void *src, size_t n)
-{
-	struct iovec l = { dst, n }, r = { (void *)src, n };
-
-	return syscall(SYS_process_vm_readv, self_pid(), &l,
-		       1, &r, 1, 0) == (ssize_t)n;
-}
-
-/* Whether iocbs[0, nr) are all readable and one of them writes to or
- * syncs a file the shim may serve. */
-static bool aio_any_served(long nr, struct iocb **iocbs)
-{
-	struct iocb *ptr[64], copy[64];
-	struct iovec l[64], rv[64];
-	bool any = false;
-	long base, i, n;
-
+	*any = false;
 	for (base = 0; base < nr; base += n) {
 		n = nr - base < 64 ? nr - base : 64;
-		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
-			return false;
-		for (i = 0; i < n; i++) {
-			l[i] = (struct iovec){ &copy[i], sizeof(copy[i]) };
-			rv[i] = (struct iovec){ ptr[i], sizeof(copy[i]) };
+		got = (long)(umem_read(ptr, iocbs + base,
+				       (size_t)n * sizeof(ptr[0])) /
+			     sizeof(ptr[0]));
+		for (i = 0; i < got; i++) {
+			/* The kernel reads each iocb, then stores its key
+			 * in it: one it cannot write is its EFAULT too. */
+			if (!copy_in(&io, ptr[i], sizeof(io)) ||
+			    !umem_writable(ptr[i], sizeof(io)))
+				return base + i;
+			*any = *any || ((aio_is_write(&io) ||
+					 io.aio_lio_opcode == IO_CMD_FSYNC ||
+					 io.aio_lio_opcode == IO_CMD_FDSYNC) &&
+					!fdtable_surely_pass(io.aio_fildes));
 		}
-		if (syscall(SYS_process_vm_readv, self_pid(),
-			    l, (unsigned long)n, rv, (unsigned long)n, 0) !=
-		    (ssize_t)((size_t)n * sizeof(copy[0])))
-			return false;
-		for (i = 0; i < n && !any; i++)
-			any = (aio_is_write(&copy[i]) ||
-			       copy[i].aio_lio_opcode == IO_CMD_FSYNC ||
-			       copy[i].aio_lio_opcode == IO_CMD_FDSYNC) &&
-			      !fdtable_surely_pass(copy[i].aio_fildes);
+		if (got < n)
+			return base + got;
 	}
-	return any;
+	return nr;
 }
 
 EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 {
 	long done = 0;
+	bool any = false;
 
 	/* The application's own fields first, whatever follows. */
 	if (nr > 0 && atomic_load_explicit(&aio_marked, memory_order_relaxed) &&
 	    shim_active())
 		aio_unmark(nr, iocbs);
 	/* Arguments the kernel refuses (EINVAL, EFAULT) are its to refuse;
-	 * a batch with nothing for the shim goes straight through. */
-	if (nr <= 0 || !shim_active() || hint_surely_dead() ||
-	    !aio_any_served(nr, iocbs)) {
+	 * a batch with nothing for the shim goes straight through.  One it
+	 * cannot read all of it takes up to the first it cannot: so does the
+	 * shim, and the rest is not submitted (the kernel's count). */
+	if (nr > 0 && shim_active() && !hint_surely_dead()) {
+		long readable = aio_readable(nr, iocbs, &any);
+
+		if (readable && any)
+			nr = readable;
+	}
+	if (!any) {
 		if (atomic_load(&async_pending))
 			async_poll_slow();
 		return lazy_io_submit()(ctx, nr, iocbs);
@@ -1050,8 +1051,13 @@ static void ring_drop(enum ring_kind kind, uintptr_t handle);
 
 EXPORT int io_destroy(io_context_t ctx)
 {
+	int r;
+
 	ring_drop(RING_AIO, (uintptr_t)ctx);
-	return lazy_io_destroy()(ctx);
+	r = lazy_io_destroy()(ctx);
+	/* The kernel unmapped the ring (umem.c). */
+	umem_changed();
+	return r;
 }
 
 /* ---- liburing ------------------------------------------------------------ */
@@ -1537,6 +1543,8 @@ EXPORT void io_uring_queue_exit(struct io_uring *ring)
 {
 	ring_drop(RING_URING, (uintptr_t)ring);
 	lazy_io_uring_queue_exit()(ring);
+	/* liburing unmapped the rings by raw system calls (umem.c). */
+	umem_changed();
 }
 
 /* The ring is going away (io_destroy, io_uring_queue_exit): apply its

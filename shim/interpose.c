@@ -18,12 +18,15 @@
 #include "real.h"
 #include "segment.h"
 #include "sys.h"
+#include "umem.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -66,6 +69,8 @@ static pid_t lib_pid;
 
 static void atfork_child(void)
 {
+	/* MADV_DONTFORK and MADV_WIPEONFORK pages are not the child's. */
+	umem_changed();
 	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
 			 __ATOMIC_RELAXED);
 	async_atfork_child();
@@ -469,6 +474,9 @@ static int open_common(int dirfd, const char *path, int flags, mode_t mode)
 	io_busy = 1;
 	fd = io_open(dirfd, path, flags, mode);
 	io_busy = busy;
+	/* A file mapped here, emptied (umem.c). */
+	if (fd >= 0 && (flags & O_TRUNC))
+		umem_changed();
 	return fd;
 }
 
@@ -1189,18 +1197,29 @@ EXPORT int __fxstatat64(int ver, int dirfd, const char *path,
 	return r;
 }
 
+/* A file mapped here and cut short: its pages past the new end are gone
+ * (umem.c).  Keeps errno. */
+static int mapped_cut(int r)
+{
+	if (!r)
+		umem_changed();
+	return r;
+}
+
 EXPORT int ftruncate(int fd, off_t len)
 {
 	struct ofd *o = served(fd);
 
-	return o ? io_ftruncate(o, fd, len) : real_ftruncate(fd, len);
+	return mapped_cut(o ? io_ftruncate(o, fd, len)
+			    : real_ftruncate(fd, len));
 }
 
 EXPORT int ftruncate64(int fd, off64_t len)
 {
 	struct ofd *o = served(fd);
 
-	return o ? io_ftruncate(o, fd, len) : real_ftruncate64(fd, len);
+	return mapped_cut(o ? io_ftruncate(o, fd, len)
+			    : real_ftruncate64(fd, len));
 }
 
 /*
@@ -1242,29 +1261,31 @@ static int truncate_common(int (*real)(const char *, off_t), const char *path,
 EXPORT int truncate(const char *path, off_t len)
 {
 	lib_ensure();
-	return truncate_common(real_truncate, path, len);
+	return mapped_cut(truncate_common(real_truncate, path, len));
 }
 
 EXPORT int truncate64(const char *path, off64_t len)
 {
 	lib_ensure();
-	return truncate_common(real_truncate64, path, len);
+	return mapped_cut(truncate_common(real_truncate64, path, len));
 }
 
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	struct ofd *o = served(fd);
+	int r = o ? io_fallocate(o, fd, mode, off, len, false)
+		  : real_fallocate(fd, mode, off, len);
 
-	return o ? io_fallocate(o, fd, mode, off, len, false)
-		 : real_fallocate(fd, mode, off, len);
+	return mode & FALLOC_FL_COLLAPSE_RANGE ? mapped_cut(r) : r;
 }
 
 EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
 {
 	struct ofd *o = served(fd);
+	int r = o ? io_fallocate(o, fd, mode, off, len, false)
+		  : real_fallocate64(fd, mode, off, len);
 
-	return o ? io_fallocate(o, fd, mode, off, len, false)
-		 : real_fallocate64(fd, mode, off, len);
+	return mode & FALLOC_FL_COLLAPSE_RANGE ? mapped_cut(r) : r;
 }
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
@@ -1281,6 +1302,111 @@ EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
 
 	return o ? io_fallocate(o, fd, 0, off, len, true)
 		 : real_posix_fallocate64(fd, off, len);
+}
+
+/* ---- the address space ---------------------------------------------------
+ *
+ * Calls that can take readable pages away, seen so that the shim forgets
+ * the pages it knows readable (umem.c).  Each is the bare system call, as
+ * glibc's is; none needs the library set up (an allocator's mmap may come
+ * before anything else, even from inside dlsym).
+ */
+
+/* Moved whatever the call answers: one that fails part way (ENOMEM over
+ * a gap, a MAP_FIXED mmap refused after the old mapping went) may have
+ * changed part of its range. */
+static long mm_result(long r, bool lost)
+{
+	if (lost)
+		umem_changed();
+	return r;
+}
+
+EXPORT int munmap(void *addr, size_t len)
+{
+	return (int)mm_result(syscall(SYS_munmap, addr, len), true);
+}
+
+EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	/* Unreadable, or unwritable (an iocb the kernel and the shim store
+	 * in). */
+	return (int)mm_result(syscall(SYS_mprotect, addr, len, prot),
+			      (prot & (PROT_READ | PROT_WRITE)) !=
+				      (PROT_READ | PROT_WRITE));
+}
+
+EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+{
+	/* A key may deny what the protection allows. */
+	return (int)mm_result(syscall(SYS_pkey_mprotect, addr, len, prot,
+				      pkey), true);
+}
+
+EXPORT int madvise(void *addr, size_t len, int advice)
+{
+	return (int)mm_result(syscall(SYS_madvise, addr, len, advice),
+			      !umem_advice_keeps(advice));
+}
+
+static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
+			 off64_t off)
+{
+	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not. */
+	return (void *)mm_result(syscall(SYS_mmap, addr, len, prot, flags, fd,
+					 off),
+				 flags & MAP_FIXED);
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
+		  off_t off)
+{
+	return mmap_common(addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
+		    off64_t off)
+{
+	return mmap_common(addr, len, prot, flags, fd, off);
+}
+
+/* As Debian's glibc 2.36: flags it does not know are EINVAL, and the new
+ * address is read with MREMAP_FIXED or MREMAP_DONTUNMAP. */
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	void *to = NULL;
+
+	if (flags & ~(MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP)) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	if (flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) {
+		va_list ap;
+
+		va_start(ap, flags);
+		to = va_arg(ap, void *);
+		va_end(ap);
+	}
+	return (void *)mm_result(syscall(SYS_mremap, old, old_len, new_len,
+					 flags, to),
+				 true);
+}
+
+EXPORT int shmdt(const void *addr)
+{
+	return (int)mm_result(syscall(SYS_shmdt, addr), true);
+}
+
+/* The heap cut by the program itself (glibc's malloc calls __sbrk, and
+ * brk keeps glibc's own idea of the break: neither is seen, README). */
+extern void *__sbrk(intptr_t inc);
+
+EXPORT void *sbrk(intptr_t inc)
+{
+	return (void *)mm_result((long)__sbrk(inc), inc < 0);
 }
 
 /* ---- sync ---------------------------------------------------------------- */

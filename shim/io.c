@@ -33,6 +33,7 @@
 #include "reserve.h"
 #include "space.h"
 #include "sys.h"
+#include "umem.h"
 #include "wtx.h"
 
 #include <errno.h>
@@ -116,7 +117,8 @@ static bool req_len(const struct io_req *r, uint64_t *len)
 	}
 	if (!r->iov || (uintptr_t)r->iov < 4096 ||
 	    (uintptr_t)r->iov >= USER_TOP || r->iovcnt <= 0 ||
-	    r->iovcnt > IOV_MAX)
+	    r->iovcnt > IOV_MAX ||
+	    !umem_readable(r->iov, (size_t)r->iovcnt * sizeof(*r->iov)))
 		return false;
 	for (i = 0; i < r->iovcnt; i++) {
 		if (r->iov[i].iov_len > (size_t)SSIZE_MAX - sum)

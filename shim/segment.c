@@ -399,7 +399,7 @@ static void grave_push(struct shim_file *f)
 	unsigned i = grave_next++ % GRAVE_SIZE;
 
 	if (grave[i]) {
-		munmap(grave[i], SEG_SIZE);
+		sys_munmap(grave[i], SEG_SIZE);
 		grave_file[i]->next = files_free;
 		files_free = grave_file[i];
 	}
@@ -586,7 +586,7 @@ static bool other_place_taken(const struct file_id *id)
 	taken = seg_header_ok(seg, id->dev, id->ino) &&
 		atomic_load(&seg->state) == DIOSHIM_SEG_READY &&
 		birth_matches(seg, id) && any_live_owner(seg);
-	munmap(seg, SEG_SIZE);
+	sys_munmap(seg, SEG_SIZE);
 	return taken;
 }
 
@@ -686,7 +686,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 		if (!seg_header_ok(seg, id->dev, id->ino)) {
 			log_msg("%s: corrupt or foreign segment: passing "
 				"through", path);
-			munmap(seg, SEG_SIZE);
+			sys_munmap(seg, SEG_SIZE);
 			seg = NULL;
 			break;
 		}
@@ -699,7 +699,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 			slot = -1;
 			break;
 		}
-		munmap(seg, SEG_SIZE);
+		sys_munmap(seg, SEG_SIZE);
 		seg = NULL;
 		if (slot == JOIN_NONE)
 			break;
@@ -716,7 +716,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 			slot_release(seg, slot);
 			seg_unlock(&seg->attach_lock);
 		}
-		munmap(seg, SEG_SIZE);
+		sys_munmap(seg, SEG_SIZE);
 		goto out;
 	}
 	f->seg = seg;
@@ -987,7 +987,7 @@ static void reclaim_self_in(const char *path)
 		image_gone(seg);
 		seg_unlock(&seg->attach_lock);
 	}
-	munmap(seg, SEG_SIZE);
+	sys_munmap(seg, SEG_SIZE);
 }
 
 /*
@@ -1035,7 +1035,7 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 	if (seg->magic != DIOSHIM_SEG_MAGIC ||
 	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE ||
 	    !attach_lock_take(seg)) {
-		munmap(seg, SEG_SIZE);
+		sys_munmap(seg, SEG_SIZE);
 		return GC_FOREIGN;
 	}
 	memcpy(file, seg->path, cap < sizeof(seg->path) ? cap : sizeof(seg->path));
@@ -1058,7 +1058,7 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 		v = GC_NEEDS_FILE;
 	}
 	seg_unlock(&seg->attach_lock);
-	munmap(seg, SEG_SIZE);
+	sys_munmap(seg, SEG_SIZE);
 	return v;
 }
 
@@ -1086,7 +1086,7 @@ struct dioshim_seg *segment_map_path(const char *path, bool writable)
 		return NULL;
 	if (seg->magic != DIOSHIM_SEG_MAGIC ||
 	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE) {
-		munmap(seg, SEG_SIZE);
+		sys_munmap(seg, SEG_SIZE);
 		errno = EPROTO;
 		return NULL;
 	}
@@ -1138,7 +1138,7 @@ bool segment_peek(const char *path, struct seg_peek *p)
 
 void segment_unmap(struct dioshim_seg *seg)
 {
-	munmap(seg, SEG_SIZE);
+	sys_munmap(seg, SEG_SIZE);
 }
 
 bool segment_peek_eof(const struct stat *st, const char *path, int dirfd,
@@ -1181,7 +1181,7 @@ bool segment_peek_eof(const struct stat *st, const char *path, int dirfd,
 		if (*eof > (uint64_t)st->st_size)
 			*eof = (uint64_t)st->st_size;
 	}
-	munmap(seg, SEG_SIZE);
+	sys_munmap(seg, SEG_SIZE);
 	return ok;
 }
 

@@ -285,7 +285,7 @@ void *shm_create_published(const char *path, size_t size,
 		sys_unlink(tmp);
 		if (undo)
 			undo(map);
-		munmap(map, size);
+		sys_munmap(map, size);
 		errno = err;
 		return NULL;
 	}
@@ -313,7 +313,10 @@ fail_fd:
 #define HINTS_MAX 33 /* the user and 32 groups */
 #define HINTS_EXTRA 8 /* other users' hints, for root */
 
-enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN };
+/* HINT_NODIR: the segment directory is not there, so no segment can be:
+ * each look is one stat of it, and once it is back the hints are tried
+ * again (a process may start before any shimmed writer made it). */
+enum { HINT_UNTRIED, HINT_READY, HINT_BROKEN, HINT_NODIR };
 static int hint_state;
 static struct hint_entry {
 	uint64_t key;
@@ -353,9 +356,10 @@ static int hint_path(uint64_t key, char *path, size_t cap, bool make)
 	return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* Map the hint of key (a uid, or HINT_GROUP_BIT | gid), making it if it
- * is missing; NULL if it is unusable. */
-static struct dioshim_hint *hint_open(uint64_t key)
+/* Map the hint of key (a uid, or HINT_GROUP_BIT | gid), making it (and
+ * its group directory) if it is missing and make says so; NULL if it is
+ * unusable. */
+static struct dioshim_hint *hint_open(uint64_t key, bool make)
 {
 	bool group = key & HINT_GROUP_BIT;
 	uint32_t id = (uint32_t)key;
@@ -368,11 +372,11 @@ static struct dioshim_hint *hint_open(uint64_t key)
 	char path[PATH_MAX];
 	int tries;
 
-	if (hint_path(key, path, sizeof(path), true))
+	if (hint_path(key, path, sizeof(path), make))
 		return NULL;
 	for (tries = 0; tries < 4 && !h; tries++) {
 		h = shm_open_existing(path, sizeof(*h), true, &want);
-		if (!h && errno == ENOENT) {
+		if (!h && errno == ENOENT && make) {
 			h = shm_create_published(path, sizeof(*h), &own,
 						 hint_init, NULL, NULL);
 			if (!h && errno != EEXIST)
@@ -384,10 +388,10 @@ static struct dioshim_hint *hint_open(uint64_t key)
 	if (h && (h->magic != DIOSHIM_HINT_MAGIC ||
 		  h->version != DIOSHIM_LAYOUT_VERSION ||
 		  h->size != sizeof(*h))) {
-		munmap(h, sizeof(*h));
+		sys_munmap(h, sizeof(*h));
 		h = NULL;
 	}
-	if (!h)
+	if (!h && make)
 		log_msg("hint %s unusable: checking for segments on every "
 			"call", path);
 	return h;
@@ -420,6 +424,19 @@ static int hint_my_keys(uint64_t *keys)
 	return n;
 }
 
+/* Whether the segment directory is missing (keeps errno). */
+static bool shm_dir_missing(void)
+{
+	struct statx stx;
+	int saved = errno;
+	bool missing = sys_statx(AT_FDCWD, config.shm_dir, 0, STATX_TYPE,
+				 &stx) &&
+		       (errno == ENOENT || errno == ENOTDIR);
+
+	errno = saved;
+	return missing;
+}
+
 static bool hints_ready(void)
 {
 	int i, n;
@@ -429,8 +446,14 @@ static bool hints_ready(void)
 		return true;
 	case HINT_BROKEN:
 		return false;
+	case HINT_NODIR:
+		if (shm_dir_missing())
+			return false;
+		break;
 	}
 	pthread_mutex_lock(&hint_lock);
+	if (hint_state == HINT_NODIR)
+		hint_state = HINT_UNTRIED;
 	if (hint_state != HINT_UNTRIED)
 		goto out;
 	n = hint_my_keys(hint_keys);
@@ -441,14 +464,16 @@ static bool hints_ready(void)
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		hint_set[i] = hint_open(hint_keys[i]);
+		hint_set[i] = hint_open(hint_keys[i], true);
 		if (!hint_set[i])
 			break;
 	}
 	if (i < n) {
 		while (i-- > 0)
-			munmap(hint_set[i], sizeof(struct dioshim_hint));
-		__atomic_store_n(&hint_state, HINT_BROKEN, __ATOMIC_RELEASE);
+			sys_munmap(hint_set[i], sizeof(struct dioshim_hint));
+		__atomic_store_n(&hint_state,
+				 shm_dir_missing() ? HINT_NODIR : HINT_BROKEN,
+				 __ATOMIC_RELEASE);
 		goto out;
 	}
 	__atomic_store_n(&hint_count, n, __ATOMIC_RELEASE);
@@ -463,7 +488,8 @@ bool hint_maybe_live(void)
 	int i;
 
 	if (!hints_ready())
-		return true;
+		return __atomic_load_n(&hint_state, __ATOMIC_ACQUIRE) !=
+		       HINT_NODIR;
 	for (i = 0; i < hint_count; i++)
 		if (atomic_load_explicit(&hint_set[i]->live,
 					 memory_order_seq_cst))
@@ -486,8 +512,11 @@ uint64_t hint_gen(void)
 
 /* The hint of key, mapped (ours, or another user's for root); *temp
  * when it is not kept (root past HINTS_EXTRA other users): the caller
- * gives it back with hint_put once done with it. */
-static struct dioshim_hint *hint_get(uint64_t key, bool *temp)
+ * gives it back with hint_put once done with it.  Made if missing only
+ * when make says so: for a segment about to be made, never for a key
+ * read from a segment (which anyone who can write it can set: a hint,
+ * and a group directory, for any id). */
+static struct dioshim_hint *hint_get(uint64_t key, bool make, bool *temp)
 {
 	struct dioshim_hint *h = NULL;
 	int i;
@@ -503,7 +532,7 @@ static struct dioshim_hint *hint_get(uint64_t key, bool *temp)
 			h = hint_extra[i].h;
 			goto out;
 		}
-	h = hint_open(key);
+	h = hint_open(key, make);
 	if (h && i < HINTS_EXTRA) {
 		hint_extra[i].key = key;
 		hint_extra[i].h = h;
@@ -518,13 +547,13 @@ out:
 static void hint_put(struct dioshim_hint *h, bool temp)
 {
 	if (temp)
-		munmap(h, sizeof(*h));
+		sys_munmap(h, sizeof(*h));
 }
 
 void hint_live_add(uint64_t key, int64_t delta)
 {
 	bool temp;
-	struct dioshim_hint *h = hint_get(key, &temp);
+	struct dioshim_hint *h = hint_get(key, delta > 0, &temp);
 
 	if (!h)
 		return;
@@ -569,7 +598,7 @@ static _Atomic uint64_t *budget_in(struct dioshim_hint *h, uint64_t dev)
 uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
 {
 	bool temp;
-	struct dioshim_hint *h = hint_get(key, &temp);
+	struct dioshim_hint *h = hint_get(key, false, &temp);
 	_Atomic uint64_t *b = h ? budget_in(h, dev) : NULL;
 	uint64_t cur = 0, want;
 

@@ -295,7 +295,7 @@ static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
 		return false;
 	}
 	walk_in(config.shm_dir, LV_TOP, &s);
-	munmap(scratch, sizeof(*scratch));
+	sys_munmap(scratch, sizeof(*scratch));
 	scratch = NULL;
 	return true;
 }

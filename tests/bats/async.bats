@@ -117,6 +117,18 @@ aw_ok() {
 	[ "$(wc -l <"$T/shim")" -eq 14 ]
 }
 
+@test "libaio: an iocb or array read once, then unmapped, protected (in full, in part, read-only), mapped over, guarded, moved, detached, cut short, not forked, its context destroyed; write-only iocbs; batches read in part: the answers of the kernel alone" {
+	noshim "$AW" aio gone "$F.k" >"$T/kernel"
+	shim "$AW" aio gone "$F" >"$T/shim"
+	cat "$T/shim"
+	diff "$T/kernel" "$T/shim"
+	[ "$(grep -c 'submit=-14' "$T/shim")" -eq 11 ]
+	grep -q '^ctx-destroyed submit=-22' "$T/shim"
+	grep -q '^batch-writeonly submit=2 res=4096 res=4096' "$T/shim"
+	grep -q '^batch-array-cut submit=1 res=4096' "$T/shim"
+	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
+}
+
 @test "refused requests and failed completions reach the program as the kernel alone gives them (liburing, fallocate included)" {
 	noshim "$AW" uring errors "$F.k" >"$T/kernel"
 	shim "$AW" uring errors "$F" >"$T/shim"

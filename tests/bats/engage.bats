@@ -88,3 +88,38 @@ calls() { grep -c "<$D/" "$1" || true; }
 	[ "$(real_size "$D/s")" -eq "$(real_size "$D/k")" ]
 	noshim cmp "$D/s" "$D/k"
 }
+
+@test "a writer started before the segment directory exists: one look at it per call while it is missing; a segment made once it is there is seen (sizes and appends as the kernel alone)" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	local late=$T/shm-late f=$D/late out
+	# While it is missing: reads and writes of a file make one system call
+	# more each than the kernel alone, not a search for a segment each.
+	head -c 2M /dev/zero >"$D/src"
+	DIOSHIM_SHM_DIR=$late timeout 120 strace -f -c -o "$T/sc" "$DIOSHIM" \
+		dd if="$D/src" of="$D/dst" bs=4k 2>/dev/null
+	grep total "$T/sc"
+	[ "$(awk '$NF == "total" { print $(NF-2) }' "$T/sc")" -lt 3000 ]
+	# A appends, the directory is made, B appends through a reservation;
+	# A's size and next append see B's.
+	DIOSHIM_SHM_DIR=$late timeout 120 "$DIOSHIM" "$HELPERS/t_fops" -d -a -c \
+		"$f" a 4096 touch "$T/a1" wait "$T/go" size a 4096 size \
+		touch "$T/a2" wait "$T/end" >"$T/a.out" &
+	wait_file "$T/a1"
+	mkdir -m 1777 "$late"
+	DIOSHIM_SHM_DIR=$late DIOSHIM_ENGAGE=always timeout 120 "$DIOSHIM" \
+		"$HELPERS/t_fops" -d -a "$f" a 4096 touch "$T/b1" wait "$T/a2" \
+		size >"$T/b.out" &
+	wait_file "$T/b1"
+	echo "kernel's size with B's reservation: $(real_size "$f")"
+	[ "$(real_size "$f")" -gt 8192 ]
+	touch "$T/go"
+	wait_file "$T/a2"
+	touch "$T/end"
+	wait
+	cat "$T/a.out" "$T/b.out"
+	out=$(tr '\n' ' ' <"$T/a.out")
+	[ "$out" = "a 4096 = 4096 size = 8192 a 4096 = 4096 size = 12288 " ]
+	[ "$(cat "$T/b.out")" = "$(printf 'a 4096 = 4096\nsize = 12288')" ]
+	[ "$(real_size "$f")" -eq 12288 ]
+}
+

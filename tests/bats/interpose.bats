@@ -1101,3 +1101,20 @@ stat %1/n'
 	[ "$status" -eq 0 ]
 	[[ "$output" == *" bad=0" ]]
 }
+
+@test "pwritev whose iovec array was read once, then unmapped or made PROT_NONE: EFAULT and the size of the kernel alone (the shim reads the array)" {
+	local how out
+	for how in unmap protect; do
+		run timeout 60 env -u LD_PRELOAD "$HELPERS/t_fops" -d -c "$W/k.$how" \
+			wv 0 4096 keep wv 4096 4096 "$how" wv 8192 4096 keep size
+		echo "kernel alone: $output"
+		[ "$status" -eq 0 ]
+		out=$output
+		run timeout 60 "$DIOSHIM" "$HELPERS/t_fops" -d -c "$W/s.$how" \
+			wv 0 4096 keep wv 4096 4096 "$how" wv 8192 4096 keep size
+		echo "under the shim: $output"
+		[ "$status" -eq 0 ]
+		[ "$output" = "$out" ]
+		[[ "$output" == *"wv 8192 4096 keep = -1 EFAULT"* ]]
+	done
+}

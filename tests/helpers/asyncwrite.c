@@ -46,6 +46,10 @@
  * alone makes an extending queued write before io_submit returns: A,
  * then B after it.
  *
+ * asyncwrite aio gone FILE: iocbs and arrays whose memory is taken away
+ * after one submit (EFAULT from the kernel alone), and batches the kernel
+ * reads in part; one line per submit.
+ *
  * Prints one summary line; exits 1 if a check failed, 2 on a setup error.
  */
 #include "t_rec.h"
@@ -56,7 +60,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #define BLK 4096
 
@@ -466,6 +473,181 @@ static void aio_errors(void)
 	io_destroy(ctx);
 }
 
+/* ---- memory that goes away ------------------------------------------- */
+
+static long gone_block = 1;
+static char *gone_buf;
+
+/* Submit io (writing the next block) through the array arr, reap it; one
+ * line: the count, the completion and the size. */
+static void gone_submit(const char *name, struct iocb *io, struct iocb **arr,
+			long nr)
+{
+	struct io_event ev;
+	struct stat st;
+	int r;
+
+	if (io)
+		io_prep_pwrite(io, fd, gone_buf, BLK, gone_block++ * BLK);
+	r = io_submit(ctx, nr, arr);
+	printf("%s submit=%d", name, r);
+	while (r-- > 0 && io_getevents(ctx, 1, 1, &ev, NULL) == 1)
+		printf(" res=%ld", (long)ev.res);
+	fstat(fd, &st);
+	printf(" size=%lld\n", (long long)st.st_size);
+}
+
+static char *two_pages(void)
+{
+	char *p = mmap(NULL, 2 * BLK, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap");
+	return p;
+}
+
+/*
+ * asyncwrite aio gone FILE: iocbs, and arrays of them, in memory that is
+ * submitted from once (so the shim has read it) and then taken away —
+ * munmap, mprotect, mmap over it, a guard, mremap, shmdt, a mapped file
+ * cut short — and submitted from again: the kernel alone answers EFAULT.
+ * Then batches the kernel reads only part of.
+ */
+static void aio_gone(void)
+{
+	struct iocb *io, *arr[2], **parr, stack_io;
+	char *p;
+	int mfd, shm;
+
+	if (posix_memalign((void **)&gone_buf, BLK, BLK) || io_setup(8, &ctx))
+		die("setup");
+	memset(gone_buf, 'g', BLK);
+
+	/* The iocb goes; the array stays. */
+#define IOCB_GONE(name, take_away)                                       \
+	do {                                                             \
+		p = two_pages();                                         \
+		io = (struct iocb *)p;                                   \
+		arr[0] = io;                                             \
+		gone_submit(name "-before", io, arr, 1);                 \
+		take_away;                                               \
+		gone_submit(name, NULL, arr, 1);                         \
+	} while (0)
+	IOCB_GONE("munmap", munmap(p, 2 * BLK));
+	IOCB_GONE("mprotect", mprotect(p, BLK, PROT_NONE));
+	IOCB_GONE("mmap-fixed",
+		  mmap(p, BLK, PROT_NONE, MAP_FIXED | MAP_PRIVATE |
+						  MAP_ANONYMOUS, -1, 0));
+	IOCB_GONE("guard", printf("guard-install=%d\n",
+				  madvise(p, BLK, 102) ? -errno : 0));
+	IOCB_GONE("mremap",
+		  mremap(p, BLK, BLK, MREMAP_MAYMOVE | MREMAP_FIXED,
+			 mmap(NULL, BLK, PROT_NONE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)));
+	/* In a mapped file, cut short under it. */
+	mfd = memfd_create("iocbs", 0);
+	if (mfd < 0 || ftruncate(mfd, BLK))
+		die("memfd");
+	p = mmap(NULL, BLK, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (p == MAP_FAILED)
+		die("mmap memfd");
+	io = (struct iocb *)p;
+	arr[0] = io;
+	gone_submit("file-cut-before", io, arr, 1);
+	if (ftruncate(mfd, 0))
+		die("ftruncate");
+	gone_submit("file-cut", NULL, arr, 1);
+	/* System V shared memory, detached. */
+	shm = shmget(IPC_PRIVATE, BLK, IPC_CREAT | 0600);
+	p = shm < 0 ? (char *)-1 : shmat(shm, NULL, 0);
+	if (p == (char *)-1)
+		die("shm");
+	shmctl(shm, IPC_RMID, NULL);
+	io = (struct iocb *)p;
+	arr[0] = io;
+	gone_submit("shmdt-before", io, arr, 1);
+	shmdt(p);
+	gone_submit("shmdt", NULL, arr, 1);
+
+	/* The array goes; the iocb stays. */
+	p = two_pages();
+	parr = (struct iocb **)p;
+	parr[0] = &stack_io;
+	gone_submit("array-munmap-before", &stack_io, parr, 1);
+	munmap(p, 2 * BLK);
+	gone_submit("array-munmap", NULL, parr, 1);
+
+	/* An mprotect that fails part way (a gap in its range) after it
+	 * changed the first page. */
+	IOCB_GONE("mprotect-partial",
+		  munmap(p + BLK, BLK);
+		  printf("mprotect=%d\n", mprotect(p, 3 * BLK, PROT_NONE) ?
+					    -errno : 0));
+	/* Made read-only: the kernel cannot store the iocb's key (and the
+	 * shim must not rewrite the append). */
+	IOCB_GONE("readonly-append",
+		  io->aio_rw_flags = RWF_APPEND;
+		  gone_submit("readonly-append-rw", NULL, arr, 1);
+		  mprotect(p, BLK, PROT_READ));
+	/* Write-only: readable all the same (x86), the kernel takes it. */
+	p = two_pages();
+	io = (struct iocb *)p;
+	io_prep_pwrite(io, fd, gone_buf, BLK, gone_block++ * BLK);
+	mprotect(p, BLK, PROT_WRITE);
+	arr[0] = &stack_io;
+	arr[1] = io;
+	gone_submit("batch-writeonly", &stack_io, arr, 2);
+	/* A context destroyed (its ring unmapped by the kernel): EINVAL. */
+	{
+		io_context_t keep = ctx, gone = 0;
+
+		if (io_setup(4, &gone))
+			die("io_setup");
+		ctx = gone;
+		arr[0] = &stack_io;
+		gone_submit("ctx-before", &stack_io, arr, 1);
+		io_destroy(gone);
+		gone_submit("ctx-destroyed", &stack_io, arr, 1);
+		ctx = keep;
+	}
+	/* A child does not have its parent's MADV_DONTFORK pages. */
+	p = two_pages();
+	madvise(p, BLK, MADV_DONTFORK);
+	io = (struct iocb *)p;
+	arr[0] = io;
+	gone_submit("dontfork-before", io, arr, 1);
+	fflush(stdout);
+	{
+		pid_t kid = fork();
+		int st;
+
+		if (!kid) {
+			ctx = 0;
+			if (io_setup(4, &ctx))
+				die("io_setup child");
+			gone_submit("dontfork-child", NULL, arr, 1);
+			fflush(stdout);
+			_exit(0);
+		}
+		if (kid < 0 || waitpid(kid, &st, 0) != kid || !WIFEXITED(st))
+			printf("dontfork-child died\n");
+	}
+
+	/* Batches read in part: the second iocb unreadable; the array's
+	 * second pointer in an unmapped page. */
+	arr[0] = &stack_io;
+	arr[1] = (struct iocb *)(uintptr_t)atoi("4096");
+	gone_submit("batch-second-bogus", &stack_io, arr, 2);
+	p = two_pages();
+	munmap(p + BLK, BLK);
+	parr = (struct iocb **)(p + BLK - sizeof(*parr));
+	parr[0] = &stack_io;
+	gone_submit("batch-array-cut", &stack_io, parr, 2);
+	munmap(p, BLK);
+	io_destroy(ctx);
+}
+
 static void uring_errors(void)
 {
 	struct io_uring_cqe *c;
@@ -724,7 +906,8 @@ int main(int argc, char **argv)
 		return check_only();
 	if (!strcmp(argv[2], "errors") || !strcmp(argv[2], "linked") ||
 	    !strcmp(argv[2], "flagged") ||
-	    !strcmp(argv[2], "past-then-append")) {
+	    !strcmp(argv[2], "past-then-append") ||
+	    !strcmp(argv[2], "gone")) {
 		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
 		if (fd < 0)
 			die(path);
@@ -734,6 +917,8 @@ int main(int argc, char **argv)
 			linked();
 		else if (argv[2][0] == 'f')
 			flagged();
+		else if (argv[2][0] == 'g')
+			aio_gone();
 		else if (engine == AIO)
 			aio_errors();
 		else

@@ -11,6 +11,9 @@
  *   w OFF LEN [xHH]    pwrite LEN bytes of HH (hex; default a pattern
  *                      of the offset) at OFF
  *   a LEN [xHH]        write (at the position, or appending)
+ *   wv OFF LEN HOW     pwritev of LEN bytes at OFF, the iovec array in a
+ *                      page of its own, then HOW: keep, unmap or protect
+ *                      it (PROT_NONE): the next wv finds it gone
  *   r OFF LEN          pread: the count, the zero bytes among them and a
  *                      checksum
  *   rd LEN             read at the position, same output
@@ -34,7 +37,9 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 static const char *file;
 static int fd = -1, oflags;
@@ -199,6 +204,34 @@ int main(int argc, char **argv)
 			else
 				snprintf(what, sizeof(what), "a %zu", len);
 			result(what, r, err);
+		} else if (!strcmp(op, "wv")) {
+			/* pwritev of LEN bytes at OFF, its iovec array alone
+			 * in a page of its own; then, per HOW: kept, munmap'd,
+			 * or made PROT_NONE (a later wv finds it gone). */
+			static struct iovec *arr;
+			long long off = num(ARG(1));
+			size_t len = (size_t)num(ARG(2));
+			const char *how = ARG(3);
+
+			n = 4;
+			if (!arr) {
+				arr = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				if (arr == MAP_FAILED)
+					abort();
+				need(len);
+				memset(buf, 'v', len);
+				arr[0] = (struct iovec){ buf, len };
+			}
+			r = pwritev(fd, arr, 1, (off_t)off);
+			err = errno;
+			snprintf(what, sizeof(what), "wv %lld %zu %s", off, len,
+				 how);
+			result(what, r, err);
+			if (!strcmp(how, "unmap"))
+				munmap(arr, 4096);
+			else if (!strcmp(how, "protect"))
+				mprotect(arr, 4096, PROT_NONE);
 		} else if (!strcmp(op, "r") || !strcmp(op, "rd")) {
 			bool at = op[1] == '\0';
 			long long off = at ? num(ARG(1)) : 0;

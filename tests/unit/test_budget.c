@@ -10,6 +10,9 @@
 
 #include "config.h"
 #include "reserve.h"
+#include "shm.h"
+
+#include <limits.h>
 
 static struct shim_file *attach(const char *name, int *fd)
 {
@@ -48,11 +51,16 @@ static void many_places(uint64_t dev)
 {
 	int round, k, after_first = 0;
 
+	char path[PATH_MAX];
+
 	if (geteuid() != 0)
 		return;
+	/* Their places exist (root made segments for their files). */
+	for (k = 0; k < 20; k++)
+		hint_live_add(50000 + k, 1);
 	for (round = 0; round < 3; round++) {
 		for (k = 0; k < 20; k++) {
-			hint_budget_add(50000 + k, dev, 4096);
+			CHECK_EQ(hint_budget_add(50000 + k, dev, 4096), 4096);
 			hint_budget_add(50000 + k, dev, -4096);
 		}
 		if (!round)
@@ -60,6 +68,22 @@ static void many_places(uint64_t dev)
 	}
 	CHECK(after_first > 0);
 	CHECK_EQ(hint_maps(), after_first);
+	for (k = 0; k < 20; k++)
+		hint_live_add(50000 + k, -1);
+	/* A key read from a segment (anyone who can write one sets it)
+	 * makes no hint, for a user or a group, where none was. */
+	CHECK_EQ(hint_budget_add(60000, dev, 4096), 0);
+	hint_live_add(60001, -1);
+	hint_live_add(HINT_GROUP_BIT | 60002, -1);
+	snprintf(path, sizeof(path), "%s/" DIOSHIM_HINT_PREFIX "60000",
+		 config.shm_dir);
+	CHECK(access(path, F_OK) && errno == ENOENT);
+	snprintf(path, sizeof(path), "%s/" DIOSHIM_HINT_PREFIX "60001",
+		 config.shm_dir);
+	CHECK(access(path, F_OK) && errno == ENOENT);
+	snprintf(path, sizeof(path), "%s/" DIOSHIM_GROUP_PREFIX "60002",
+		 config.shm_dir);
+	CHECK(access(path, F_OK) && errno == ENOENT);
 }
 
 int main(void)

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Readable pages, remembered.  Before io_submit the shim reads the iocb
+ * array and the iocbs; a pointer the kernel would refuse (EFAULT) must not
+ * make the shim fault.  Asking the kernel costs a system call per read,
+ * more than the whole submit of a 4 KiB overwrite is allowed to cost, so
+ * each thread keeps the pages it has seen readable (or writable),
+ * tagged with a process-wide generation; the wrappers of every call that
+ * can take pages away (munmap, mremap, mprotect, pkey_mprotect, mmap over
+ * a range, madvise guards, shmdt, sbrk down, a truncate or an O_TRUNC
+ * open under a mapping, io_destroy and io_uring_queue_exit, which unmap
+ * rings, fork, which drops MADV_DONTFORK pages) move the generation,
+ * succeeded or not, and every thread forgets its pages at its next read.
+ *
+ * What is not seen: pages glibc gives back on its own (free() of a large
+ * block, an arena trimmed, a thread's stack, dlclose, brk), raw system
+ * calls, shm_open(O_TRUNC), and another process truncating a file mapped
+ * here.  Only a pointer into memory freed that way — a use after free —
+ * reads differently: the kernel alone answers EFAULT, the shim faults.
+ *
+ * A page is asked about with a copy the kernel makes from it, through a
+ * call every seccomp profile allows and that changes nothing
+ * (rt_sigprocmask with an invalid how): what the kernel reads, it reads
+ * the way io_submit's own copy would, a write-only page included.  An
+ * iocb must be writable too (the kernel stores its key in it, and the
+ * shim rewrites appends): madvise(MADV_POPULATE_WRITE) asks.
+ */
+#define _GNU_SOURCE
+#include "umem.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define UMEM_PAGE 4096u
+#define UMEM_SLOTS 256u
+
+static _Atomic unsigned long umem_gen = 1;
+
+/* This thread's known pages: (page number + 1) << 1, | 1 when writable
+ * too; 0 is empty.  Valid for generation gen. */
+static __thread struct {
+	unsigned long gen;
+	uintptr_t page[UMEM_SLOTS];
+} known __attribute__((tls_model("initial-exec")));
+
+void umem_changed(void)
+{
+	atomic_fetch_add_explicit(&umem_gen, 1, memory_order_release);
+}
+
+bool umem_advice_keeps(int advice)
+{
+	switch (advice) {
+	case MADV_NORMAL:
+	case MADV_RANDOM:
+	case MADV_SEQUENTIAL:
+	case MADV_WILLNEED:
+	case MADV_DONTNEED:	/* zero-fill or the file again: readable */
+	case MADV_FREE:
+	case MADV_REMOVE:	/* a hole: reads zeros */
+	case MADV_DONTFORK:	/* a child forgets its pages (atfork) */
+	case MADV_DOFORK:
+	case MADV_MERGEABLE:
+	case MADV_UNMERGEABLE:
+	case MADV_HUGEPAGE:
+	case MADV_NOHUGEPAGE:
+	case MADV_DONTDUMP:
+	case MADV_DODUMP:
+	case MADV_WIPEONFORK:
+	case MADV_KEEPONFORK:
+	case MADV_COLD:
+	case MADV_PAGEOUT:
+	case 22: /* MADV_POPULATE_READ */
+	case MADV_POPULATE_WRITE:
+	case 24: /* MADV_DONTNEED_LOCKED */
+	case 25: /* MADV_COLLAPSE */
+		return true;
+	default:	/* guards (MADV_GUARD_INSTALL), poison, unknown */
+		return false;
+	}
+}
+
+static size_t slot(uintptr_t pg)
+{
+	return (size_t)((pg * 0x9e3779b97f4a7c15ull) >> 56) % UMEM_SLOTS;
+}
+
+/* Whether the kernel can read the page at pg (an address >> 12): a real
+ * copy from it, as the kernel's own would be (rt_sigprocmask copies the
+ * new mask in before it looks at how, which is invalid: nothing
+ * changes). */
+static bool page_readable(uintptr_t pg)
+{
+	int saved = errno;
+	long rc = syscall(SYS_rt_sigprocmask, 0x7fffffff,
+			  (void *)(pg * UMEM_PAGE), NULL, 8);
+	bool ok = rc && errno == EINVAL;
+
+	errno = saved;
+	return ok;
+}
+
+/* Whether it can write there too: the page faulted in for writing, as
+ * the kernel's own store would.  A kernel without MADV_POPULATE_WRITE
+ * (before 5.14) cannot say: a readable page is taken as writable. */
+static int populate_write = -1; /* unknown, 0 unsupported, 1 works */
+
+static bool page_writable(uintptr_t pg)
+{
+	int saved = errno, rc;
+
+	if (populate_write < 0)
+		populate_write = !madvise((void *)((uintptr_t)&known &
+						   ~(uintptr_t)(UMEM_PAGE - 1)),
+					  1, MADV_POPULATE_WRITE) ||
+				 errno != EINVAL;
+	if (!populate_write) {
+		errno = saved;
+		return page_readable(pg);
+	}
+	do
+		rc = madvise((void *)(pg * UMEM_PAGE), 1, MADV_POPULATE_WRITE);
+	while (rc && (errno == EINTR || errno == EAGAIN));
+	errno = saved;
+	return !rc;
+}
+
+/* How many leading bytes of src[0, n) can be read (and written, if
+ * write). */
+static size_t usable_prefix(const void *src, size_t n, bool write)
+{
+	uintptr_t a = (uintptr_t)src, first, last, pg, want;
+	unsigned long gen;
+
+	if (!n)
+		return 0;
+	if (a + n < a)
+		n = UINTPTR_MAX - a + 1;
+	first = a / UMEM_PAGE;
+	last = (a + n - 1) / UMEM_PAGE;
+	gen = atomic_load_explicit(&umem_gen, memory_order_acquire);
+	if (known.gen != gen) {
+		memset(known.page, 0, sizeof(known.page));
+		known.gen = gen;
+	}
+	for (pg = first; pg <= last; pg++) {
+		uintptr_t *s = &known.page[slot(pg)];
+
+		want = (pg + 1) << 1 | write;
+		if (*s == want || (!write && *s == (want | 1)))
+			continue;
+		if (!(write ? page_writable(pg) : page_readable(pg)))
+			break;
+		/* Kept for this generation only: a signal handler that ran
+		 * meanwhile and found the generation moved emptied the table
+		 * (or will); a store after it is taken back. */
+		*s = want;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (known.gen != gen)
+			*s = 0;
+	}
+	return pg > last ? n : pg == first ? 0 : (size_t)(pg * UMEM_PAGE - a);
+}
+
+size_t umem_read(void *dst, const void *src, size_t n)
+{
+	size_t done = usable_prefix(src, n, false);
+
+	memcpy(dst, src, done);
+	return done;
+}
+
+bool umem_readable(const void *src, size_t n)
+{
+	return usable_prefix(src, n, false) == n;
+}
+
+bool umem_writable(const void *p, size_t n)
+{
+	return usable_prefix(p, n, true) == n;
+}
