@@ -928,6 +928,10 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 			if (!copy_in(&io, ptr[i], sizeof(io)) ||
 			    !umem_writable(ptr[i], sizeof(io)))
 				return base + i;
+			/* A queued write to a lone writer's file: others may
+			 * follow it before it completes. */
+			if (aio_is_write(&io))
+				fdtable_engage_fd(io.aio_fildes);
 			*any = *any || ((aio_is_write(&io) ||
 					 io.aio_lio_opcode == IO_CMD_FSYNC ||
 					 io.aio_lio_opcode == IO_CMD_FDSYNC) &&
@@ -1099,6 +1103,14 @@ static bool uring_any_served(struct io_uring *ring)
 {
 	unsigned i;
 
+	/* A queued write to a lone writer's file: others may follow it
+	 * before it completes (registered files are at registration). */
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		const struct io_uring_sqe *s = uring_sqe(ring, i);
+
+		if (uring_is_write(s->opcode) && !(s->flags & IOSQE_FIXED_FILE))
+			fdtable_engage_fd(s->fd);
+	}
 	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
 		const struct io_uring_sqe *s = uring_sqe(ring, i);
 		uint8_t op = s->opcode;
@@ -1578,6 +1590,10 @@ static void files_set(struct io_uring *ring, unsigned size, unsigned off,
 	struct aring *r;
 	unsigned i;
 
+	/* A lone writer's file, registered: queued writes may follow. */
+	for (i = 0; fds && i < nr; i++)
+		if (fds[i] >= 0)
+			fdtable_engage_fd(fds[i]);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (r && size > r->nfiles) {

@@ -15,11 +15,14 @@
 #define _GNU_SOURCE
 #include "fdtable.h"
 
+#include "config.h"
+#include "inflight.h"
 #include "io.h"
 #include "log.h"
 #include "mem.h"
 #include "sys.h"
 
+#include <errno.h>
 #include <string.h>
 
 
@@ -71,6 +74,9 @@ static struct late_put {
 static _Atomic unsigned late_pending;
 
 static void ofd_put(struct ofd *o, int fd);
+static void guest_recheck(int fd, struct ofd *o, uint64_t gen);
+static void raw_drain(struct ofd *o);
+static void for_each_ofd(void (*fn)(int, struct ofd *));
 
 /* Take fdt_lock, and put what handlers left behind. */
 static void fdt_lock_take(void)
@@ -133,7 +139,12 @@ static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 			segment_put(f, -1);
 		return OFD_PASS;
 	}
-	memset(o, 0, sizeof(*o));
+	{
+		uint64_t inc = (atomic_load(&o->raw) >> 32) + 1;
+
+		memset(o, 0, sizeof(*o));
+		atomic_store(&o->raw, inc << 32);
+	}
 	pthread_mutex_init(&o->pos_lock, NULL);
 	atomic_store(&o->file, f);
 	atomic_store(&o->flags, (uint32_t)flags);
@@ -145,33 +156,39 @@ static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 
 /* Drop one fd's reference; fd is still open (or -1 when the number no
  * longer names this file). */
+/* Descriptions holding a pin; under fdt_lock. */
+static unsigned pinned_n;
+
 /* o's announcement as a guest, if it has one, goes. */
 static void ofd_unpin(struct ofd *o)
 {
 	if (o->pin.held) {
 		guest_drop(o->pin.key, o->pin.dev, o->pin.ino);
 		o->pin.held = false;
+		pinned_n--;
 	}
 }
 
 /*
- * After an attach attempt for o that gave f: o keeps the announcement *p
- * (one per description) while it is not attached; attached, or
- * OFD_PASS, it needs none.
+ * After an attach attempt for o through fd that gave f: o keeps the
+ * announcement *p (one per description) while it is not attached;
+ * attached, or OFD_PASS, it needs none.
  */
-static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p)
+static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p,
+		    int fd)
 {
 	bool keep = o != OFD_PASS && !f;
 
 	if (o != OFD_PASS && !keep)
 		ofd_unpin(o);
-	if (!p->held)
-		return;
-	if (keep && !o->pin.held)
-		o->pin = *p;
-	else
-		guest_drop(p->key, p->dev, p->ino);
-	p->held = false;
+	if (p->held) {
+		if (keep && !o->pin.held) {
+			o->pin = *p;
+			pinned_n++;
+		} else
+			guest_drop(p->key, p->dev, p->ino);
+		p->held = false;
+	}
 }
 
 static void ofd_put(struct ofd *o, int fd)
@@ -193,10 +210,19 @@ static bool direct_writer(int flags)
 	return (flags & O_DIRECT) && (flags & O_ACCMODE) != O_RDONLY;
 }
 
-/* Identify fd and attach it if its file has (or, for an O_DIRECT writer,
- * gets) a segment.  Under fdt_lock. */
+/* What an O_DIRECT writer does on a file with no segment: announce
+ * itself and wait for a second writer (DESIGN.md 7), or, with
+ * DIOSHIM_ENGAGE=always, make one at once. */
+static enum seg_want writer_want(void)
+{
+	return config.engage_always ? SEG_MAKE : SEG_LAZY;
+}
+
+/* Identify fd and attach it if its file has a segment; an O_DIRECT writer
+ * does as want says when it has none.  Under fdt_lock. */
 static struct shim_file *identify_attach(int fd, int flags, bool *servable,
-					 struct guest_pin *pin)
+					 struct guest_pin *pin,
+					 enum seg_want want)
 {
 	struct file_id id;
 
@@ -208,7 +234,105 @@ static struct shim_file *identify_attach(int fd, int flags, bool *servable,
 		*servable = false;
 		return NULL;
 	}
-	return segment_attach_pin(fd, &id, direct_writer(flags), pin);
+	return segment_attach_pin(fd, &id,
+				  direct_writer(flags) ? want : SEG_FIND, pin);
+}
+
+/*
+ * Our other descriptions of a file that are its guest writers (pinned, not
+ * attached) when a segment is about to be made for it: each is held back
+ * (engaging), its writes drained, its pin given back — else the segment
+ * would be made exact for our own sake — and attached once it is made.
+ * Under fdt_lock.
+ */
+#define SIBLINGS_MAX 16
+struct sibling {
+	struct ofd *o;
+	int fd;
+	struct guest_pin pin;
+};
+static struct {
+	const struct file_id *id;
+	struct ofd *self;
+	struct sibling *sib;
+	int n;
+} take_ctx;
+
+static void sibling_take(int fd, struct ofd *o)
+{
+	uint32_t idle = 0;
+	int i;
+
+	if (o == take_ctx.self || !o->pin.held || atomic_load(&o->file) ||
+	    o->pin.dev != take_ctx.id->dev || o->pin.ino != take_ctx.id->ino ||
+	    take_ctx.n == SIBLINGS_MAX)
+		return;
+	for (i = 0; i < take_ctx.n; i++)
+		if (take_ctx.sib[i].o == o)
+			return; /* a dup of one taken */
+	/* One attaching itself (waiting for this lock) is left to it. */
+	if (!atomic_compare_exchange_strong(&o->engaging, &idle, 1))
+		return;
+	raw_drain(o);
+	take_ctx.sib[take_ctx.n++] = (struct sibling){ o, fd, o->pin };
+	ofd_unpin(o);
+}
+
+static int siblings_take(const struct file_id *id, struct ofd *self,
+			 struct sibling *sib)
+{
+	if (!pinned_n)
+		return 0;
+	take_ctx.id = id;
+	take_ctx.self = self;
+	take_ctx.sib = sib;
+	take_ctx.n = 0;
+	for_each_ofd(sibling_take);
+	return take_ctx.n;
+}
+
+/* Attach the siblings taken (a segment was made, or not: then each
+ * announces itself again). */
+static void siblings_attach(const struct file_id *id, struct sibling *sib,
+			    int n)
+{
+	struct shim_file *f;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct ofd *o = sib[i].o;
+
+		f = segment_attach(sib[i].fd, id, false);
+		if (f) {
+			o->state = OFD_ATTACHED;
+			atomic_store_explicit(&o->file, f,
+					      memory_order_release);
+		} else if (guest_hold(sib[i].pin.key, id->dev, id->ino)) {
+			o->pin = sib[i].pin;
+			pinned_n++;
+		}
+		atomic_store(&o->engaging, 0);
+	}
+}
+
+/* An O_DIRECT writer's attach through fd (o, or NULL while opening): a
+ * segment made at once, with its siblings, if any description of ours is
+ * a guest writer of the same file; else as want says. */
+static struct shim_file *writer_attach(int fd, struct ofd *o, int flags,
+				       bool *servable, struct guest_pin *pin,
+				       enum seg_want want)
+{
+	struct sibling sib[SIBLINGS_MAX];
+	struct shim_file *f;
+	struct file_id id;
+	int n = 0;
+
+	if (pinned_n && direct_writer(flags) && file_identify(fd, &id))
+		n = siblings_take(&id, o, sib);
+	f = identify_attach(fd, flags, servable, pin, n ? SEG_MAKE : want);
+	if (n)
+		siblings_attach(&id, sib, n);
+	return f;
 }
 
 /* Under fdt_lock. */
@@ -230,10 +354,10 @@ static struct ofd *classify(int fd, int flags)
 	gen = hint_gen();
 	if (!direct_writer(flags) && !hint_maybe_live())
 		return ofd_new(flags, OFD_UNCHECKED, NULL, gen);
-	f = identify_attach(fd, flags, &servable, &pin);
+	f = writer_attach(fd, NULL, flags, &servable, &pin, writer_want());
 	o = servable ? ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen) :
 		       OFD_PASS;
-	ofd_pin(o, f, &pin);
+	ofd_pin(o, f, &pin, fd);
 	return o;
 }
 
@@ -264,9 +388,11 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 	fdt_lock_take();
 	if (entry_get(fd) == o && !atomic_load(&o->file) &&
 	    o->state != OFD_NEVER) {
+		/* A guest joins a segment someone made; makes none. */
 		f = identify_attach(fd, (int)atomic_load(&o->flags),
-				    &servable, &pin);
-		ofd_pin(o, f, &pin);
+				    &servable, &pin,
+				    o->pin.held ? SEG_FIND : writer_want());
+		ofd_pin(o, f, &pin, fd);
 		if (!servable) {
 			o->state = OFD_NEVER;
 		} else if (f) {
@@ -306,9 +432,184 @@ struct ofd *fdtable_resolve(int fd)
 		return NULL;
 	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == OFD_NEVER)
 		return NULL;
-	recheck(fd, o, gen);
+	if (o->pin.held)
+		guest_recheck(fd, o, gen);
+	else
+		recheck(fd, o, gen);
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
 	return f && segment_serves(f, fd) ? o : NULL;
+}
+
+/* ---- guest writers ------------------------------------------------------
+ *
+ * A writer with no segment — alone on its file so far, or one that none
+ * could be made for — writes through the kernel as the program wrote.
+ * Its announcement (the pin) keeps any segment made meanwhile exact.  When
+ * it attaches (a second write of its own in flight, a queued write, a
+ * segment someone else made), no write of its own may still be in the
+ * kernel: once it is a member and the file may leave exact, a reservation
+ * could put the kernel's size past that write's end, then cut it.  So its
+ * writes are counted, and the one thread that attaches it holds the
+ * others back and waits for the count to drain first.
+ */
+
+static void raw_drain(struct ofd *o)
+{
+	struct timespec ts = { 0, 20000 };
+
+	while ((uint32_t)atomic_load(&o->raw))
+		nanosleep(&ts, NULL);
+}
+
+static void engaging_wait(struct ofd *o)
+{
+	struct timespec ts = { 0, 20000 };
+
+	while (atomic_load(&o->engaging))
+		nanosleep(&ts, NULL);
+}
+
+/* Around an attach of a guest writer, which takes fdt_lock and may wait
+ * (its writes, other guests): this thread marked inside the shim (a
+ * signal handler's call meanwhile takes no lock) and not cancellable. */
+struct quiet {
+	int busy, cancel;
+};
+
+static void quiet_enter(struct quiet *q)
+{
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &q->cancel);
+	q->busy = io_busy;
+	io_busy = 1;
+}
+
+static void quiet_exit(struct quiet *q)
+{
+	io_busy = q->busy;
+	pthread_setcancelstate(q->cancel, NULL);
+}
+
+/* A guest's recheck: its own writes drained first (see above); once it
+ * is in, the words its maker takes from the kernel's size (the barrier
+ * stays up until then) before any size is read through them. */
+static void guest_recheck(int fd, struct ofd *o, uint64_t gen)
+{
+	uint32_t idle = 0;
+	struct shim_file *f;
+	struct quiet q;
+	int saved = errno;
+
+	quiet_enter(&q);
+	if (!atomic_compare_exchange_strong(&o->engaging, &idle, 1)) {
+		engaging_wait(o);
+	} else {
+		raw_drain(o);
+		recheck(fd, o, gen);
+		atomic_store(&o->engaging, 0);
+		f = atomic_load(&o->file);
+		if (f)
+			barrier_settle(f, fd);
+	}
+	quiet_exit(&q);
+	errno = saved;
+}
+
+/* Attach o, making its file's segment, its writes drained first; false
+ * if it stays a guest. */
+static bool guest_engage(int fd, struct ofd *o)
+{
+	struct guest_pin pin;
+	struct shim_file *f = NULL;
+	uint32_t idle = 0;
+	struct quiet q;
+	bool servable;
+	int saved = errno;
+
+	if (atomic_load(&o->nomake))
+		return false;
+	quiet_enter(&q);
+	if (!atomic_compare_exchange_strong(&o->engaging, &idle, 1)) {
+		engaging_wait(o);
+		quiet_exit(&q);
+		errno = saved;
+		return atomic_load(&o->file) != NULL;
+	}
+	raw_drain(o);
+	fdt_lock_take();
+	if (entry_get(fd) == o && !atomic_load(&o->file) && o->pin.held) {
+		/* Our own announcement would keep the new segment exact. */
+		ofd_unpin(o);
+		f = writer_attach(fd, o, (int)atomic_load(&o->flags),
+				  &servable, &pin, SEG_MAKE);
+		ofd_pin(o, f, &pin, fd);
+		if (f) {
+			o->state = OFD_ATTACHED;
+			atomic_store_explicit(&o->file, f,
+					      memory_order_release);
+		} else {
+			atomic_store(&o->nomake, true);
+		}
+	}
+	pthread_mutex_unlock(&fdt_lock);
+	atomic_store(&o->engaging, 0);
+	quiet_exit(&q);
+	errno = saved;
+	return f != NULL;
+}
+
+struct ofd *fdtable_guest_writer(int fd)
+{
+	struct ofd *o = fdtable_peek(fd);
+
+	if (!o || o == OFD_PASS || atomic_load_explicit(&o->file,
+							memory_order_acquire))
+		return NULL;
+	return __atomic_load_n(&o->pin.held, __ATOMIC_RELAXED) ? o : NULL;
+}
+
+bool fdtable_raw_enter(int fd, struct ofd *o, uint32_t *incarnation)
+{
+	uint64_t old;
+
+	for (;;) {
+		if (atomic_load(&o->engaging)) {
+			engaging_wait(o);
+			if (atomic_load(&o->file))
+				return false;
+		}
+		old = atomic_fetch_add(&o->raw, 1);
+		*incarnation = (uint32_t)(old >> 32);
+		if (atomic_load(&o->engaging)) {
+			fdtable_raw_exit(o, *incarnation);
+			continue;
+		}
+		/* Alone, or no segment to be had: through the kernel. */
+		if ((!(uint32_t)old && !atomic_load(&o->shared)) ||
+		    atomic_load(&o->nomake))
+			return true;
+		/* A second one in flight: this file is written in
+		 * parallel. */
+		fdtable_raw_exit(o, *incarnation);
+		if (guest_engage(fd, o))
+			return false;
+	}
+}
+
+void fdtable_raw_exit(struct ofd *o, uint32_t incarnation)
+{
+	uint64_t cur = atomic_load(&o->raw);
+
+	while ((uint32_t)(cur >> 32) == incarnation && (uint32_t)cur &&
+	       !atomic_compare_exchange_weak(&o->raw, &cur, cur - 1))
+		;
+}
+
+void fdtable_engage_fd(int fd)
+{
+	struct ofd *o = fdtable_guest_writer(fd);
+
+	if (o)
+		guest_engage(fd, o);
 }
 
 void fdtable_opened(int fd, int flags)
@@ -403,8 +704,9 @@ void fdtable_setfl(int fd)
 		/* O_DIRECT turned on for a writer: from now on it is one. */
 		if (!atomic_load(&o->file) && o->state != OFD_NEVER &&
 		    direct_writer(flags)) {
-			f = identify_attach(fd, flags, &servable, &pin);
-			ofd_pin(o, f, &pin);
+			f = identify_attach(fd, flags, &servable, &pin,
+					    writer_want());
+			ofd_pin(o, f, &pin, fd);
 			if (!servable)
 				o->state = OFD_NEVER;
 			if (f) {
@@ -464,16 +766,18 @@ static void exec_undo(int fd, struct ofd *o)
 	 * that another process made meanwhile). */
 	g = file_identify(fd, &id) ?
 		    segment_attach_pin(fd, &id,
-				       direct_writer((int)atomic_load(&o->flags)),
+				       direct_writer((int)atomic_load(&o->flags))
+					       ? SEG_MAKE
+					       : SEG_FIND,
 				       &pin) :
 		    NULL;
 	if (segment_exec_revive(f, g)) {
 		/* f carries the new segment on; g the old, to be put. */
-		ofd_pin(o, f, &pin);
+		ofd_pin(o, f, &pin, fd);
 		segment_put(g, -1);
 		return;
 	}
-	ofd_pin(o, g, &pin);
+	ofd_pin(o, g, &pin, fd);
 	atomic_store_explicit(&o->file, g, memory_order_release);
 	o->state = g ? OFD_ATTACHED : OFD_WATCH;
 	o->checked_gen = 0;
@@ -514,6 +818,11 @@ static void child_reset(int fd, struct ofd *o)
 {
 	(void)fd;
 	pthread_mutex_init(&o->pos_lock, NULL);
+	/* The parent's writes in flight are not the child's; the parent
+	 * may write on beside it. */
+	atomic_store(&o->raw, atomic_load(&o->raw) & ~0xffffffffull);
+	atomic_store(&o->engaging, 0);
+	atomic_store(&o->shared, true);
 	atomic_store(&o->appending, 0);
 	atomic_store(&o->append_end, 0);
 }

@@ -44,9 +44,21 @@ struct ofd {
 	_Atomic uint32_t appending;
 	_Atomic uint64_t append_end;
 	unsigned refs; /* fds pointing here; under fdt_lock */
-	/* its announcement as a guest of a file no segment could be made
-	 * for, kept while it is not attached; under fdt_lock */
+	/* its announcement as a guest of a file with no segment (a lazy
+	 * writer, or none could be made), kept while it is not attached;
+	 * under fdt_lock */
 	struct guest_pin pin;
+	/* While pinned: its writes in the kernel (counted around each raw
+	 * write, ftruncate and fallocate), and whether one thread is
+	 * attaching it (the others wait; the count drains first).  nomake:
+	 * a segment could not be made for it, none is tried again. */
+	_Atomic uint64_t raw; /* incarnation << 32 | count (a write that
+			       * outlives its fd's close counts nothing in
+			       * the next description made here) */
+	_Atomic uint32_t engaging;
+	_Atomic bool nomake;
+	/* inherited through fork: the parent may write it too */
+	_Atomic bool shared;
 	struct ofd *next; /* every live ofd, or the free list */
 };
 
@@ -99,6 +111,21 @@ static inline bool fdtable_surely_pass(int fd)
 	return o && !atomic_load_explicit(&o->file, memory_order_relaxed) &&
 	       hint_surely_dead();
 }
+
+/*
+ * A guest writer's call that can move the size (fd pinned, not attached):
+ * fdtable_raw_enter counts it and says true — the caller makes the real
+ * call, then fdtable_raw_exit.  False when a second one was in flight
+ * (threads sharing the description): the file was attached instead (a
+ * segment made, its writes served from now on) and the caller goes
+ * through the shim again.  Not for signal handlers inside the shim.
+ */
+struct ofd *fdtable_guest_writer(int fd);
+bool fdtable_raw_enter(int fd, struct ofd *o, uint32_t *incarnation);
+void fdtable_raw_exit(struct ofd *o, uint32_t incarnation);
+/* fd, a guest writer, is about to get a queued write (several may be in
+ * flight): attach it, making its segment. */
+void fdtable_engage_fd(int fd);
 
 /* fd was just opened with flags. */
 void fdtable_opened(int fd, int flags);

@@ -30,6 +30,7 @@
 #include "prefill.h"
 #include "recover.h"
 #include "reserve.h"
+#include "shm.h"
 
 #include <sched.h>
 #include <time.h>
@@ -301,6 +302,13 @@ static bool barrier_repair(struct shim_file *f, int fd)
 		return false;
 	recover_words(seg, fd);
 	reserve_charge(seg);
+	/* A maker that died waiting for its file's lone writers (guests):
+	 * one still announced may have a write of its own in the kernel,
+	 * past the size just read: the file is theirs as it is (exact).
+	 * Nothing was reserved yet. */
+	if (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
+	    guest_present(seg->hint_key, f->dev, f->ino, true))
+		atomic_store(&seg->exact, 1);
 	/* Truncated away, blocks may be holes again. */
 	prefill_forget_all(f);
 	/* Completions of asynchronous writes submitted before now must not
@@ -402,6 +410,28 @@ bool barrier_try_raise(struct shim_file *f, unsigned max_ms)
 	}
 	barrier_raised(f, true);
 	return true;
+}
+
+bool barrier_hold_new(struct dioshim_seg *seg)
+{
+	bool recovered;
+
+	if (!seg_lock(&seg->barrier_lock, &recovered))
+		return false;
+	/* Its words wait for the guests' writes: CHANGING, so that its
+	 * maker's death leaves them to be taken from the kernel. */
+	atomic_store_explicit(&seg->barrier, BARRIER_CHANGING,
+			      memory_order_seq_cst);
+	return true;
+}
+
+void barrier_settle(struct shim_file *f, int fd)
+{
+	if (__builtin_expect(atomic_load_explicit(&f->seg->barrier,
+						  memory_order_acquire) ==
+				     BARRIER_CHANGING,
+			     0))
+		barrier_wait(f, fd);
 }
 
 void barrier_lower(struct shim_file *f)

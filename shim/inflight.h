@@ -54,6 +54,16 @@ bool barrier_raise_write(struct shim_file *f, int fd);
  * down, if its lock is held or its writes do not drain within max_ms. */
 bool barrier_try_raise(struct shim_file *f, unsigned max_ms);
 void barrier_lower(struct shim_file *f);
+/* A segment being made (attach_lock held, nobody in it): its barrier
+ * raised at once (BARRIER_CHANGING: its words are not yet the file's),
+ * for its maker to lower (barrier_lower) once they are.  False if the
+ * barrier's lock is unusable. */
+bool barrier_hold_new(struct dioshim_seg *seg);
+/* Before a size is read from the words: wait while they are being
+ * changed (a raiser between the kernel's size and its words, or a maker
+ * waiting for its file's lone writers), repairing them if that raiser
+ * died. */
+void barrier_settle(struct shim_file *f, int fd);
 
 /* The raiser is about to change the kernel's size: until barrier_lower,
  * its death leaves the words to be recomputed from the kernel's size. */

@@ -861,16 +861,31 @@ static __attribute__((noinline)) struct shim_file *exact_appender(int fd)
 	return f && !segment_member_serves(f) ? f : NULL;
 }
 
+/* A guest writer's description (fdtable.c), from a thread not inside
+ * the shim. */
+static __attribute__((noinline)) struct ofd *guest_writer(int fd)
+{
+	if (!shim_on() || io_busy || in_vfork_child())
+		return NULL;
+	return fdtable_guest_writer(fd);
+}
+
 #define WRITE_BODY(fallback, ...)                                  \
 	do {                                                       \
 		bool re_;                                          \
 		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_) {                                         \
 			struct shim_file *x_ = exact_appender(fd); \
-			if (!x_)                                   \
+			struct ofd *g_;                            \
+			if (x_) {                                  \
+				struct io_req r_ = { __VA_ARGS__ }; \
+				return io_write_exact(x_, &r_);    \
+			}                                          \
+			g_ = guest_writer(fd);                     \
+			if (!g_)                                   \
 				return fallback;                   \
 			struct io_req r_ = { __VA_ARGS__ };        \
-			return io_write_exact(x_, &r_);            \
+			return io_write_guest(g_, &r_);            \
 		}                                                  \
 		struct io_req r_ = { __VA_ARGS__ };                \
 		return io_write(o_, &r_, re_);                     \
@@ -959,7 +974,7 @@ static void fix_fd_size(int fd, off_t *size, mode_t mode)
 		return;
 	o = served_io(fd, &re);
 	if (o)
-		*size = (off_t)io_eof(o, (uint64_t)*size);
+		*size = (off_t)io_eof(o, fd, (uint64_t)*size, re);
 }
 
 static void fix_path_size(int dirfd, const char *path, int flags,
@@ -1206,20 +1221,78 @@ static int mapped_cut(int r)
 	return r;
 }
 
+/* ftruncate and the fallocates, which move or may move the size. */
+enum size_op { SZ_TRUNCATE, SZ_FALLOCATE, SZ_POSIX_FALLOCATE };
+
+static int size_real(int fd, enum size_op op, int mode, off64_t off,
+		     off64_t len)
+{
+	switch (op) {
+	case SZ_TRUNCATE:
+		return real_ftruncate64(fd, len);
+	case SZ_FALLOCATE:
+		return real_fallocate64(fd, mode, off, len);
+	default:
+		return real_posix_fallocate64(fd, off, len);
+	}
+}
+
+/* The shim's, or the kernel's — a guest writer's counted (fdtable.c),
+ * with this thread marked inside the shim, so that a signal handler's
+ * write meanwhile goes straight to the kernel rather than wait for this
+ * one to be counted out. */
+static int size_call(int fd, enum size_op op, int mode, off64_t off,
+		     off64_t len)
+{
+	struct ofd *o = served(fd), *g;
+	uint32_t inc;
+	int r, err, busy, cancel;
+
+	if (o)
+		return op == SZ_TRUNCATE
+			       ? io_ftruncate(o, fd, len)
+			       : io_fallocate(o, fd, mode, off, len,
+					      op == SZ_POSIX_FALLOCATE);
+	g = guest_writer(fd);
+	if (!g)
+		return size_real(fd, op, mode, off, len);
+	/* Blocks kept past the end are the program's: the segment notes
+	 * them, so that no trim takes them. */
+	if (op == SZ_FALLOCATE && (mode & FALLOC_FL_KEEP_SIZE)) {
+		fdtable_engage_fd(fd);
+		if (!guest_writer(fd))
+			return size_call(fd, op, mode, off, len);
+	}
+	/* Counted only once marked inside the shim and not cancellable (a
+	 * cancel pending acts first, as in the real call, which is a
+	 * cancellation point but for ftruncate). */
+	if (op != SZ_TRUNCATE)
+		pthread_testcancel();
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	busy = io_busy;
+	io_busy = 1;
+	if (!fdtable_raw_enter(fd, g, &inc)) {
+		io_busy = busy;
+		pthread_setcancelstate(cancel, NULL);
+		return size_call(fd, op, mode, off, len); /* attached */
+	}
+	r = size_real(fd, op, mode, off, len);
+	err = errno;
+	fdtable_raw_exit(g, inc);
+	io_busy = busy;
+	pthread_setcancelstate(cancel, NULL);
+	errno = err;
+	return r;
+}
+
 EXPORT int ftruncate(int fd, off_t len)
 {
-	struct ofd *o = served(fd);
-
-	return mapped_cut(o ? io_ftruncate(o, fd, len)
-			    : real_ftruncate(fd, len));
+	return mapped_cut(size_call(fd, SZ_TRUNCATE, 0, 0, len));
 }
 
 EXPORT int ftruncate64(int fd, off64_t len)
 {
-	struct ofd *o = served(fd);
-
-	return mapped_cut(o ? io_ftruncate(o, fd, len)
-			    : real_ftruncate64(fd, len));
+	return mapped_cut(size_call(fd, SZ_TRUNCATE, 0, 0, len));
 }
 
 /*
@@ -1272,36 +1345,26 @@ EXPORT int truncate64(const char *path, off64_t len)
 
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
-	struct ofd *o = served(fd);
-	int r = o ? io_fallocate(o, fd, mode, off, len, false)
-		  : real_fallocate(fd, mode, off, len);
+	int r = size_call(fd, SZ_FALLOCATE, mode, off, len);
 
 	return mode & FALLOC_FL_COLLAPSE_RANGE ? mapped_cut(r) : r;
 }
 
 EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len)
 {
-	struct ofd *o = served(fd);
-	int r = o ? io_fallocate(o, fd, mode, off, len, false)
-		  : real_fallocate64(fd, mode, off, len);
+	int r = size_call(fd, SZ_FALLOCATE, mode, off, len);
 
 	return mode & FALLOC_FL_COLLAPSE_RANGE ? mapped_cut(r) : r;
 }
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
-	struct ofd *o = served(fd);
-
-	return o ? io_fallocate(o, fd, 0, off, len, true)
-		 : real_posix_fallocate(fd, off, len);
+	return size_call(fd, SZ_POSIX_FALLOCATE, 0, off, len);
 }
 
 EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len)
 {
-	struct ofd *o = served(fd);
-
-	return o ? io_fallocate(o, fd, 0, off, len, true)
-		 : real_posix_fallocate64(fd, off, len);
+	return size_call(fd, SZ_POSIX_FALLOCATE, 0, off, len);
 }
 
 /* ---- the address space ---------------------------------------------------

@@ -548,6 +548,40 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 }
 
 /*
+ * A guest writer's write (fdtable.c): through the kernel as the program
+ * wrote it, counted; or, once its file was attached instead (a second
+ * write of its own was in flight), through the shim.  Out of space, the
+ * tails other files hold reserved are given back first, as for any write
+ * the shim serves.
+ */
+ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
+{
+	struct guard g;
+	struct ofd *n;
+	uint32_t inc;
+	ssize_t ret;
+	int err, tries = 0;
+
+	/* Marked inside the shim, and not cancellable, before it is
+	 * counted: a signal handler's write meanwhile goes straight to the
+	 * kernel, and a cancel cannot leave the count up. */
+	guard_enter(&g, true);
+	if (!fdtable_raw_enter(r->fd, o, &inc)) {
+		guard_exit(&g, 0, 0);
+		n = shim_served(r->fd);
+		return n ? io_write(n, r, false) : real_write_call(r);
+	}
+	do {
+		ret = real_write_call(r);
+		err = errno;
+	} while (ret < 0 && space_short(err) && !tries++ &&
+		 !(req_rwf(r) & RWF_NOWAIT) && reclaim(o->pin.dev));
+	fdtable_raw_exit(o, inc);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+/*
  * The read itself, never half of a write: read, then check that no write
  * touched the range meanwhile, else read again (a read that uses the file
  * position goes back to pos first).  A reader that keeps meeting writers
@@ -648,6 +682,8 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 		p = sys_lseek(r->fd, 0, SEEK_CUR);
 		pos = p < 0 ? 0 : (uint64_t)p;
 	}
+	if (!reentrant)
+		barrier_settle(f, r->fd);
 	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
 	if (pos >= eof) {
 		/* At or past the end the kernel reads nothing; the reserved
@@ -692,8 +728,10 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 	struct guard g;
 	int err = 0;
 
-	if (!reentrant)
+	if (!reentrant) {
 		async_settle();
+		barrier_settle(f, fd);
+	}
 	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	if ((whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE) ||
@@ -986,13 +1024,15 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 	return ret;
 }
 
-uint64_t io_eof(struct ofd *o, uint64_t kernel_size)
+uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
 	uint64_t eof;
 
 	async_settle();
+	if (!reentrant)
+		barrier_settle(f, fd);
 	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	return eof < kernel_size ? eof : kernel_size;

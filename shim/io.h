@@ -58,6 +58,8 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant);
  * serve because the file is exact (f is a guest's, or a guest writes it):
  * as the kernel does it, one append at a time among the segment's users. */
 ssize_t io_write_exact(struct shim_file *f, const struct io_req *r);
+/* A write through o, a guest writer's description (fdtable_guest_writer). */
+ssize_t io_write_guest(struct ofd *o, const struct io_req *r);
 ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant);
 off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant);
 int io_ftruncate(struct ofd *o, int fd, off_t len);
@@ -71,7 +73,7 @@ int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 int io_fsync(struct ofd *o, int fd, bool datasync);
 
 /* The logical EOF, bounded by the size the kernel just reported. */
-uint64_t io_eof(struct ofd *o, uint64_t kernel_size);
+uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant);
 
 /* open/openat/creat of every flavour: O_TRUNC of a served file goes
  * through the barrier. */

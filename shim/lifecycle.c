@@ -150,12 +150,57 @@ static void guest_in(struct shim_file *f, int fd)
 	barrier_lower(f);
 }
 
+/*
+ * A segment just made for a file whose lone writers announced themselves
+ * (lazy guests, DESIGN.md 7): they join it at their next call, each with
+ * no write of its own left in the kernel, and give their announcements
+ * back.  The barrier went up as the segment was made, before anyone could
+ * join, so nothing is written through the segment until the guests are
+ * gone and the words are taken from the kernel's size (they wrote
+ * through it).  A guest that does not come within
+ * GUEST_JOIN_MS (idle, or one that can never join: no slot, no segment
+ * directory) leaves the file exact, as any guest does.
+ */
+#define GUEST_JOIN_MS 100
+
+static void guests_wait(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct timespec nap = { 0, 1000000 };
+	struct stat st;
+	bool recovered, locked, gone = false;
+	int i;
+
+	/* The barrier is up already (barrier_hold_new, as it was made). */
+	for (i = 0; i < GUEST_JOIN_MS && !gone; i++) {
+		gone = !guest_present(seg->hint_key, f->dev, f->ino, true);
+		if (!gone)
+			nanosleep(&nap, NULL);
+	}
+	locked = seg_lock(&seg->ext_lock, &recovered);
+	barrier_changing(f);
+	if (gone && !sys_fstat(fd, &st)) {
+		atomic_store(&seg->eof, (uint64_t)st.st_size);
+		atomic_store(&seg->tail, (uint64_t)st.st_size);
+		atomic_store(&seg->phys, (uint64_t)st.st_size);
+		atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
+		reserve_charge(seg);
+	} else {
+		/* Nothing reserved yet: nothing to cut. */
+		atomic_store(&seg->exact, 1);
+	}
+	if (locked)
+		seg_unlock(&seg->ext_lock);
+	barrier_lower(f);
+}
+
 static const struct segment_hooks lifecycle_hooks = {
 	.made = made,
 	.first_in = first_in,
 	.last_out = last_out,
 	.image_gone = rangelock_release_self,
 	.guest_in = guest_in,
+	.guests_wait = guests_wait,
 };
 
 __attribute__((constructor)) static void lifecycle_register(void)

@@ -18,10 +18,13 @@
 #define _GNU_SOURCE
 #include "segment.h"
 
+#include "dioshim.h"
+
 #include "owner.h"
 #include "shm.h"
 
 #include "config.h"
+#include "inflight.h"
 #include "log.h"
 #include "mem.h"
 #include "sys.h"
@@ -593,21 +596,57 @@ static bool other_place_taken(const struct file_id *id)
 struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
 {
 	struct guest_pin pin;
-	struct shim_file *f = segment_attach_pin(fd, id, create, &pin);
+	struct shim_file *f = segment_attach_pin(fd, id,
+						create ? SEG_MAKE : SEG_FIND, &pin);
 
 	if (pin.held)
 		guest_drop(pin.key, pin.dev, pin.ino);
 	return f;
 }
 
-struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
-				     bool create, struct guest_pin *pin)
+/*
+ * A lazy writer's announcement when the file's places (where its segment
+ * would be, and where it would be had its group write bit been the other
+ * way) surely hold no segment, before and after it: no segment to look
+ * for, none made meanwhile that did not see it.
+ */
+enum lazy_step { LAZY_SLOW, LAZY_ALONE, LAZY_LOOK, LAZY_MAKE };
+
+static enum lazy_step lazy_announce(const struct file_id *id,
+				    struct guest_pin *pin)
 {
+	struct file_id flip = *id;
+	struct shm_owner own;
+	uint64_t key, other;
+
+	seg_owner_for(id, &own, &key);
+	flip.mode ^= S_IWGRP;
+	seg_owner_for(&flip, &own, &other);
+	/* Another description of ours writes it already: in parallel. */
+	if (guest_mine(key, id->dev, id->ino))
+		return LAZY_MAKE;
+	if (!hint_key_idle(key) || !hint_key_idle(other) ||
+	    !guest_hold(key, id->dev, id->ino))
+		return LAZY_SLOW;
+	/* Another guest of the file: it is written in parallel. */
+	if (guest_present(key, id->dev, id->ino, false)) {
+		guest_drop(key, id->dev, id->ino);
+		return LAZY_MAKE;
+	}
+	*pin = (struct guest_pin){ key, id->dev, id->ino, true };
+	return hint_key_idle(key) && hint_key_idle(other) ? LAZY_ALONE
+							  : LAZY_LOOK;
+}
+
+struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
+				     enum seg_want mode, struct guest_pin *pin)
+{
+	bool create = mode != SEG_FIND;
 	char path[PATH_MAX];
 	struct dioshim_seg *seg = NULL;
 	struct shim_file *f;
 	int slot = -1, tries;
-	bool moved = false, guest = false, held = false;
+	bool moved = false, guest = false, held = false, wait_guests = false;
 
 	pin->held = false;
 	if (segment_path_of(path, sizeof(path), id->dev, id->ino, id->mode,
@@ -619,6 +658,26 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 		    !f->exec_released && birth_matches(f->seg, id)) {
 			f->refs++;
 			goto out;
+		}
+	}
+	/* A record of a reservation a crash left: the segment's first user
+	 * recovers the file (first_in), so it is made now. */
+	if (mode == SEG_LAZY &&
+	    syscall(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, NULL, 0) >= 0)
+		mode = SEG_MAKE;
+	if (mode == SEG_LAZY) {
+		switch (lazy_announce(id, pin)) {
+		case LAZY_ALONE:
+			f = NULL;
+			goto out;
+		case LAZY_LOOK:
+			create = false;
+			break;
+		case LAZY_MAKE:
+			mode = SEG_MAKE;
+			break;
+		case LAZY_SLOW:
+			break;
 		}
 	}
 	for (tries = 0; tries < 8; tries++) {
@@ -645,17 +704,50 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 			if (!create || moved)
 				break;
 			seg_owner_for(id, &own, &arg.hint_key);
+			/* Lazy: announced, then looked at again — a segment
+			 * made meanwhile is joined.  Another guest there
+			 * already: two processes write it, so it is made
+			 * (exact while that one stays a guest). */
+			if (mode == SEG_LAZY && !pin->held) {
+				mode = SEG_MAKE;
+				if (!guest_mine(arg.hint_key, id->dev,
+						id->ino) &&
+				    guest_hold(arg.hint_key, id->dev, id->ino)) {
+					if (!guest_present(arg.hint_key,
+							   id->dev, id->ino,
+							   false)) {
+						*pin = (struct guest_pin){
+							arg.hint_key, id->dev,
+							id->ino, true
+						};
+						create = false;
+						continue;
+					}
+					guest_drop(arg.hint_key, id->dev,
+						   id->ino);
+				}
+			}
 			hint_live_add(arg.hint_key, 1);
 			seg = shm_create_published(path, SEG_SIZE, &own,
 						   seg_init, seg_init_undo,
 						   &arg);
 			if (seg) {
+				hint_published(arg.hint_key);
 				seg_recover(seg, fd);
 				/* Published: a guest that announced itself
-				 * before looking found nothing here. */
-				if (guest_present(arg.hint_key, id->dev,
-						  id->ino, true))
+				 * before looking found nothing here.  It may
+				 * be a lone writer that joins at its next
+				 * call: waited for once we are in. */
+				wait_guests = guest_present(arg.hint_key,
+							    id->dev, id->ino,
+							    true);
+				/* Up before anyone can join: a guest that
+				 * joins writes nothing through the segment
+				 * until the words hold its own writes. */
+				if (wait_guests && !barrier_hold_new(seg)) {
 					atomic_store(&seg->exact, 1);
+					wait_guests = false;
+				}
 				seg_unlock(&seg->attach_lock);
 				break;
 			}
@@ -709,6 +801,12 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 		goto out;
 	f = file_new();
 	if (!f) {
+		if (wait_guests) {
+			/* Nobody reserves while the guests are there. */
+			atomic_store(&seg->exact, 1);
+			atomic_store(&seg->barrier, 0);
+			seg_unlock(&seg->barrier_lock);
+		}
 		if (held)
 			guest_drop(seg->hint_key, id->dev, id->ino);
 		/* Give the slot back: we could not track it. */
@@ -742,6 +840,18 @@ out:
 	/* A guest makes the file exact before its first write. */
 	if (f && f->guest)
 		segment_serves(f, fd);
+	else if (f && wait_guests) {
+		const struct segment_hooks *h =
+			__atomic_load_n(&hooks, __ATOMIC_ACQUIRE);
+
+		if (h && h->guests_wait) {
+			h->guests_wait(f, fd);
+		} else {
+			atomic_store(&f->seg->exact, 1);
+			atomic_store(&f->seg->barrier, 0);
+			seg_unlock(&f->seg->barrier_lock);
+		}
+	}
 	return f;
 }
 

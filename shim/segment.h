@@ -74,6 +74,10 @@ struct segment_hooks {
 	 * users active): make the file exact — drain the writers, cut the
 	 * reserved tail, set seg->exact. */
 	void (*guest_in)(struct shim_file *f, int fd);
+	/* The segment was just made through fd while guests had announced
+	 * themselves: wait (bounded) for them to join, else make the file
+	 * exact. */
+	void (*guests_wait)(struct shim_file *f, int fd);
 };
 void segment_set_hooks(const struct segment_hooks *h);
 
@@ -94,11 +98,25 @@ struct guest_pin {
 	uint64_t key, dev, ino;
 	bool held;
 };
+/* What segment_attach_pin does when the file has no segment. */
+enum seg_want {
+	SEG_FIND,	/* nothing: NULL */
+	SEG_MAKE,	/* make one */
+	/* A writer that may well be the file's only one (DESIGN.md 7, pay
+	 * only for parallelism): announce it as a guest (pin held), which
+	 * keeps any segment made later exact, and make none — unless another
+	 * process is a guest of the file already: it is written in parallel,
+	 * one is made. */
+	SEG_LAZY,
+};
+
 /* segment_attach; when it returns NULL having announced this process as
- * a guest (no segment could be made), *pin holds that announcement for
- * the caller to give back (guest_drop) — else pin->held is false. */
+ * a guest (no segment could be made, or SEG_LAZY), *pin holds that
+ * announcement for the caller to give back (guest_drop) — else
+ * pin->held is false. */
 struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
-				     bool create, struct guest_pin *pin);
+				     enum seg_want want, struct guest_pin *pin);
+
 
 /* Whether the shim serves calls on f, with no side effect: a member's,
  * unless the file is exact (a guest writes it).  Only a hint: writers

@@ -595,6 +595,29 @@ static _Atomic uint64_t *budget_in(struct dioshim_hint *h, uint64_t dev)
 	return NULL;
 }
 
+void hint_published(uint64_t key)
+{
+	bool temp;
+	struct dioshim_hint *h = hint_get(key, false, &temp);
+
+	if (!h)
+		return;
+	atomic_fetch_add_explicit(&h->gen, 1, memory_order_seq_cst);
+	hint_put(h, temp);
+}
+
+bool hint_key_idle(uint64_t key)
+{
+	bool temp, idle;
+	struct dioshim_hint *h = hint_get(key, false, &temp);
+
+	if (!h)
+		return false;
+	idle = !atomic_load_explicit(&h->live, memory_order_seq_cst);
+	hint_put(h, temp);
+	return idle;
+}
+
 uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
 {
 	bool temp;
@@ -831,7 +854,7 @@ int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max)
  * guests[].
  */
 #define GUEST_KEY (1ull << 63)
-#define GUESTS_MAX 64
+#define GUESTS_MAX 1024
 static struct guest {
 	uint64_t key;
 	uint32_t byte;
@@ -898,6 +921,16 @@ static struct guest *guest_find(uint64_t key, uint32_t byte)
 		if (guests[i].key == key && guests[i].byte == byte)
 			return &guests[i];
 	return NULL;
+}
+
+bool guest_mine(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	bool mine;
+
+	pthread_mutex_lock(&lifeline_lock);
+	mine = guest_find(key, guest_byte(dev, ino)) != NULL;
+	pthread_mutex_unlock(&lifeline_lock);
+	return mine;
 }
 
 bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino)

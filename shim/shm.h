@@ -93,6 +93,13 @@ uint64_t hint_gen(void);
 /* Count a segment in (delta 1, before creating it) or out (-1, after
  * unlinking it) of the hint of key. */
 void hint_live_add(uint64_t key, int64_t delta);
+/* A segment of key's place was published: the generation moves again
+ * (it moved before, when live was counted up), so that a descriptor that
+ * looked in between looks once more. */
+void hint_published(uint64_t key);
+/* Whether key's place surely has no segment (its hint counts none live;
+ * live never under-counts); false when it cannot tell. */
+bool hint_key_idle(uint64_t key);
 /* Add delta to the bytes reserved on filesystem dev in key's hint (an
  * entry claimed on first use; never below zero), and return the sum:
  * delta 0 reads it.  0 if the hint is unusable or its table full. */
@@ -135,6 +142,8 @@ void lifeline_forget_inherited(void);
 /* Announce this process as a guest writer of file (dev, ino) in key's
  * place, for one more hold; false if it cannot. */
 bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino);
+/* Whether this process holds a guest's announcement of the file. */
+bool guest_mine(uint64_t key, uint64_t dev, uint64_t ino);
 /* One hold fewer; the lock goes with the last. */
 void guest_drop(uint64_t key, uint64_t dev, uint64_t ino);
 /* Whether another process, or (ours) this one, is a guest of the file. */

@@ -123,3 +123,188 @@ calls() { grep -c "<$D/" "$1" || true; }
 	[ "$(real_size "$f")" -eq 12288 ]
 }
 
+# Lone writers (a description with no segment, announced as the file's
+# guest) and the moment the file engages: a second description, a second
+# process, a queued write, a fork.
+
+@test "4 threads, each with a description of its own, appending: the second open engages the file with the first (reservations reach the kernel), every record once, size exact" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	local n
+	traced "$T/t4.log" "$HELPERS/t_appender" -t 4 -n 2000 -c \
+		-l "$T/t4.rec" "$D/t4" >"$T/out"
+	cat "$T/out"
+	n=$(grep -c "fallocate(.*<$D/t4>, 0," "$T/t4.log" || true)
+	echo "reservations: $n"
+	[ "$n" -ge 1 ]
+	run noshim "$HELPERS/t_verify" -S $((8000 * 4096)) "$D/t4" "$T/t4.rec"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	assert_no_segment "$D/t4"
+}
+
+@test "two processes, each the file's lone writer when it opened, appending at once: the second makes the segment, the first joins it; every record once, size exact" {
+	local i
+	for i in 1 2 3; do
+		rm -f "$D/p" "$T"/p.*
+		noshim touch "$D/p"
+		shim "$HELPERS/t_appender" -t 1 -n 20000 -w 0 -l "$T/p.1" "$D/p" \
+			>"$T/p.out1" &
+		sleep 0.2
+		shim "$HELPERS/t_appender" -t 1 -n 4000 -w 1 -l "$T/p.2" "$D/p" \
+			>"$T/p.out2"
+		wait
+		cat "$T/p.out1" "$T/p.out2"
+		run noshim "$HELPERS/t_verify" -S $((24000 * 4096)) "$D/p" \
+			"$T/p.1" "$T/p.2"
+		echo "round $i: $output"
+		[ "$status" -eq 0 ]
+		assert_no_segment "$D/p"
+	done
+}
+
+@test "a lone writer idle while a second process opens and appends: the file stays exact (nothing reserved while the first may write as it is); sizes and appends as the kernel alone" {
+	local f=$D/idle
+	rm -f "$T"/i.*
+	shim "$HELPERS/t_fops" -d -a -c "$f" a 4096 touch "$T/i.a1" \
+		wait "$T/i.go" size a 4096 size touch "$T/i.a2" \
+		wait "$T/i.end" >"$T/i.aout" &
+	wait_file "$T/i.a1"
+	shim "$HELPERS/t_fops" -d -a "$f" a 4096 a 4096 touch "$T/i.b1" \
+		wait "$T/i.a2" size >"$T/i.bout" &
+	wait_file "$T/i.b1"
+	echo "kernel's size with both open: $(real_size "$f")"
+	[ "$(real_size "$f")" -eq 12288 ]
+	touch "$T/i.go"
+	wait_file "$T/i.a2"
+	touch "$T/i.end"
+	wait
+	cat "$T/i.aout" "$T/i.bout"
+	[ "$(tr '\n' ' ' <"$T/i.aout")" = "a 4096 = 4096 size = 12288 a 4096 = 4096 size = 16384 " ]
+	[ "$(tr '\n' ' ' <"$T/i.bout")" = "a 4096 = 4096 a 4096 = 4096 size = 16384 " ]
+	[ "$(real_size "$f")" -eq 16384 ]
+	assert_no_segment "$f"
+}
+
+@test "a lone writer's file written through libaio and liburing at queue depth 16: engaged at the first queued write; records in place, sizes exact all along" {
+	run shim "$HELPERS/asyncwrite" aio seq "$D/qa" 3000 16 stat
+	echo "libaio: $output"
+	[ "$status" -eq 0 ]
+	run shim "$HELPERS/asyncwrite" uring seq "$D/qu" 3000 16 stat
+	echo "liburing: $output"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$D/qa")" -eq $((3000 * 4096)) ]
+	[ "$(real_size "$D/qu")" -eq $((3000 * 4096)) ]
+	assert_no_segment "$D/qa"
+	assert_no_segment "$D/qu"
+}
+
+@test "a lone writer forks, execs and spawns children that write through its descriptor (p_fork): every answer as the kernel alone" {
+	mkdir -p "$D/k" "$D/s"
+	run noshim "$HELPERS/p_fork" "$D/k/f"
+	[ "$status" -eq 0 ]
+	grep -v '^#' <<<"$output" | sed "s|$D/k/|D/|g" >"$T/fk"
+	run shim "$HELPERS/p_fork" "$D/s/f"
+	[ "$status" -eq 0 ]
+	grep -v '^#' <<<"$output" | sed "s|$D/s/|D/|g" >"$T/fs"
+	diff "$T/fk" "$T/fs"
+	noshim cmp "$D/k/f" "$D/s/f"
+	assert_no_segment "$D/s/f"
+}
+
+@test "a lone writer killed with kill -9 mid-run: nothing to recover (the file is the kernel's, no record, no segment); the next writer appends after its data" {
+	local sz
+	shim "$HELPERS/t_appender" -t 1 -n 100000 "$D/kill" >/dev/null &
+	sleep 0.3
+	pkill -9 -f "t_appender -t 1 -n 100000 $D/kill" || true
+	wait || true
+	sz=$(real_size "$D/kill")
+	echo "size after the kill: $sz"
+	[ $((sz % 4096)) -eq 0 ]
+	[ "$sz" -gt 0 ]
+	run noshim getfattr --absolute-names -n user.dioshim.eof "$D/kill"
+	[[ "$output" == *"No such attribute"* ]]
+	assert_no_segment "$D/kill"
+	run shim "$HELPERS/t_fops" -d -a "$D/kill" a 4096 size
+	echo "$output"
+	[ "$output" = "$(printf 'a 4096 = 4096\nsize = %d' $((sz + 4096)))" ]
+}
+
+@test "a lone writer's thread cancelled in a loop of pwrite or fallocate: the next write neither hangs nor differs from the kernel alone" {
+	local m
+	for m in w f; do
+		run timeout 60 env -u LD_PRELOAD "$HELPERS/lone" cancel "$D/c.k" "$m"
+		echo "kernel alone ($m): $output"
+		[ "$status" -eq 0 ]
+		local k=$output
+		run timeout 60 "$DIOSHIM" "$HELPERS/lone" cancel "$D/c.s" "$m"
+		echo "under the shim ($m): $output"
+		[ "$status" -eq 0 ]
+		[ "$output" = "$k" ]
+	done
+}
+
+@test "a signal handler writing to a lone writer's descriptor while its thread writes there: no hang, the size of the kernel alone" {
+	run timeout 60 env -u LD_PRELOAD "$HELPERS/lone" signal "$D/s.k" 2
+	[ "$status" -eq 0 ]
+	local k=$output
+	run timeout 60 "$DIOSHIM" "$HELPERS/lone" signal "$D/s.s" 2
+	echo "kernel alone: $k; under the shim: $output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$k" ]
+}
+
+@test "a lone writer's fallocate(KEEP_SIZE), then a second description and threads: the blocks kept past the end stay, as with the kernel alone" {
+	run noshim "$HELPERS/lone" keep "$D/k.k"
+	local k=$output
+	run shim "$HELPERS/lone" keep "$D/k.s"
+	echo "kernel alone: $k; under the shim: $output"
+	[ "${output#*allocated=}" = "${k#*allocated=}" ]
+	# Every append (1 + 2 x 256 records): XFS alone gives two concurrent
+	# O_APPEND|O_DIRECT writers one offset and may end shorter.
+	[ "${output%% *}" = "size=$((513 * 4096))" ]
+}
+
+@test "the record of a reservation a killed writer left, its segment gone (a reboot): a lone writer's open recovers the file first" {
+	local f=$D/rec
+	DIOSHIM_ENGAGE=always shim "$HELPERS/t_fops" -d -a -c "$f" a 4096 \
+		touch "$T/r.ready" wait "$T/r.never" >/dev/null &
+	wait_file "$T/r.ready"
+	echo "kernel's size with the reservation: $(real_size "$f")"
+	[ "$(real_size "$f")" -gt 4096 ]
+	pkill -9 -f "t_fops -d -a -c $f" || true
+	wait || true
+	rm -f "$(segment_of "$f")"
+	run shim "$HELPERS/t_fops" -d -a "$f" a 4096 size
+	echo "$output"
+	[ "$output" = "$(printf 'a 4096 = 4096\nsize = 8192')" ]
+	[ "$(real_size "$f")" -eq 8192 ]
+}
+
+@test "a lone writer's lseek(SEEK_END) right after its own long write, another process opening the file meanwhile: the end of that write (its writes slowed by a blkio limit)" {
+	local cg=/sys/fs/cgroup/blkio/dioshim-engage.$$ dev d out
+	[ -w /sys/fs/cgroup/blkio ] || skip "no cgroup v1 blkio controller to slow a writer with"
+	dev=$(lsblk -no MAJ:MIN "$SCRATCH_DEV" 2>/dev/null | tr -d ' ')
+	[ -n "$dev" ] || skip "no device numbers for $SCRATCH_DEV"
+	mkdir "$cg" || skip "cannot make a blkio cgroup"
+	if ! echo "$dev 20971520" >"$cg/blkio.throttle.write_bps_device"; then
+		rmdir "$cg"
+		skip "cannot limit writes to $SCRATCH_DEV"
+	fi
+	for d in 0.1 0.3 0.45; do
+		rm -f "$D/st" "$T/st.go"
+		bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec "$@"' _ \
+			"$DIOSHIM" "$HELPERS/t_fops" -d -c "$D/st" touch "$T/st.go" \
+			w 0 10485760 end >"$T/st.out" &
+		wait_file "$T/st.go"
+		sleep "$d"
+		shim "$HELPERS/t_fops" -d "$D/st" size >/dev/null
+		wait
+		out=$(tr '\n' ' ' <"$T/st.out")
+		echo "after ${d}s: $out"
+		[ "$out" = "w 0 10485760 = 10485760 end = 10485760 " ] || {
+			rmdir "$cg"
+			return 1
+		}
+	done
+	rmdir "$cg"
+}

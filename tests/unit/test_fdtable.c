@@ -4,13 +4,18 @@
  * open file description and one reference; the last close detaches; fds
  * the shim never saw are adopted on first use; pipes and directories pass;
  * a number reused behind the shim's back is replaced; F_SETFL adding
- * O_DIRECT attaches; close_range drops a range.
+ * O_DIRECT attaches; close_range drops a range (all with every file
+ * engaged at once, DIOSHIM_ENGAGE=always).  By default an O_DIRECT writer
+ * alone on its file has no segment (a lone writer, announced): a second
+ * description of the file in the process attaches both.
  */
 #define _GNU_SOURCE
 #include "unit.h"
 
+#include "config.h"
 #include "fdtable.h"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -30,6 +35,7 @@ int main(void)
 	struct ofd *o, *o2;
 	int fd, fd2, fd3, pfd[2];
 
+	setenv("DIOSHIM_ENGAGE", "always", 1);
 	unit_setup();
 	fd = unit_file("a", 0, path, sizeof(path));
 	fdtable_opened(fd, O_RDWR | O_DIRECT);
@@ -116,6 +122,29 @@ int main(void)
 	CHECK(!seg_exists(fd));
 	close(fd);
 	close(fd2);
+
+	/* A lone writer: no segment, writes counted; a second description
+	 * of its file attaches both. */
+	config.engage_always = false;
+	fd = unit_file("lone", 0, path, sizeof(path));
+	fdtable_opened(fd, O_RDWR | O_DIRECT);
+	CHECK(fdtable_resolve(fd) == NULL);
+	CHECK(!seg_exists(fd));
+	o = fdtable_guest_writer(fd);
+	CHECK(o != NULL);
+	fd2 = open(path, O_WRONLY | O_DIRECT);
+	fdtable_opened(fd2, O_WRONLY | O_DIRECT);
+	CHECK(seg_exists(fd));
+	CHECK(fdtable_guest_writer(fd) == NULL);
+	o = fdtable_resolve(fd);
+	o2 = fdtable_resolve(fd2);
+	CHECK(o && o2 && atomic_load(&o->file) &&
+	      atomic_load(&o->file) == atomic_load(&o2->file));
+	fdtable_close(fd2);
+	close(fd2);
+	fdtable_close(fd);
+	CHECK(!seg_exists(fd));
+	close(fd);
 
 	/* fds past the table's reach are never served. */
 	CHECK(fdtable_resolve(1 << 30) == NULL);
