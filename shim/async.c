@@ -956,7 +956,8 @@ EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 	 * a batch with nothing for the shim goes straight through.  One it
 	 * cannot read all of it takes up to the first it cannot: so does the
 	 * shim, and the rest is not submitted (the kernel's count). */
-	if (nr > 0 && shim_active() && !hint_surely_dead()) {
+	if (nr > 0 && shim_active() &&
+	    (!hint_surely_dead() || fdtable_guests())) {
 		long readable = aio_readable(nr, iocbs, &any);
 
 		if (readable && any)

@@ -604,6 +604,11 @@ void fdtable_raw_exit(struct ofd *o, uint32_t incarnation)
 		;
 }
 
+bool fdtable_guests(void)
+{
+	return __atomic_load_n(&pinned_n, __ATOMIC_RELAXED) != 0;
+}
+
 void fdtable_engage_fd(int fd)
 {
 	struct ofd *o = fdtable_guest_writer(fd);

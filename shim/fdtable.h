@@ -123,6 +123,9 @@ static inline bool fdtable_surely_pass(int fd)
 struct ofd *fdtable_guest_writer(int fd);
 bool fdtable_raw_enter(int fd, struct ofd *o, uint32_t *incarnation);
 void fdtable_raw_exit(struct ofd *o, uint32_t incarnation);
+/* Whether any description of this process is a guest writer (a queued
+ * write to one engages it, even while no segment exists anywhere). */
+bool fdtable_guests(void);
 /* fd, a guest writer, is about to get a queued write (several may be in
  * flight): attach it, making its segment. */
 void fdtable_engage_fd(int fd);

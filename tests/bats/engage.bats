@@ -185,13 +185,18 @@ calls() { grep -c "<$D/" "$1" || true; }
 	assert_no_segment "$f"
 }
 
-@test "a lone writer's file written through libaio and liburing at queue depth 16: engaged at the first queued write; records in place, sizes exact all along" {
-	run shim "$HELPERS/asyncwrite" aio seq "$D/qa" 3000 16 stat
-	echo "libaio: $output"
-	[ "$status" -eq 0 ]
-	run shim "$HELPERS/asyncwrite" uring seq "$D/qu" 3000 16 stat
-	echo "liburing: $output"
-	[ "$status" -eq 0 ]
+@test "a lone writer's file written through libaio and liburing at queue depth 16: engaged at the first queued write (reservations reach the kernel); records in place, sizes exact all along" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	local e n
+	for e in aio uring; do
+		run traced "$T/q$e.log" "$HELPERS/asyncwrite" "$e" seq "$D/q${e:0:1}" \
+			3000 16 stat
+		echo "$e: $output"
+		[ "$status" -eq 0 ]
+		n=$(grep -c "fallocate(.*<$D/q${e:0:1}>, 0," "$T/q$e.log" || true)
+		echo "$e reservations: $n"
+		[ "$n" -ge 1 ]
+	done
 	[ "$(real_size "$D/qa")" -eq $((3000 * 4096)) ]
 	[ "$(real_size "$D/qu")" -eq $((3000 * 4096)) ]
 	assert_no_segment "$D/qa"
