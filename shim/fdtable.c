@@ -191,13 +191,35 @@ static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p,
 	}
 }
 
+/*
+ * A lone writer leaves (fd still open): a segment another process made
+ * for its file and left when it saw this one announced (members leave
+ * it to the guests) is this one's to take away now — attached and put,
+ * as its last user.  Only where its place may hold a segment.
+ */
+static void guest_leaves(int fd, const struct guest_pin *p)
+{
+	struct shim_file *g;
+	struct file_id id;
+
+	if (fd < 0 || hint_key_idle(p->key) || !file_identify(fd, &id))
+		return;
+	g = segment_attach(fd, &id, false);
+	if (g)
+		segment_put(g, fd);
+}
+
 static void ofd_put(struct ofd *o, int fd)
 {
 	struct shim_file *f;
+	struct guest_pin lone;
 
 	if (o == OFD_PASS || --o->refs)
 		return;
+	lone = o->pin;
 	ofd_unpin(o);
+	if (lone.held && !atomic_load(&o->file))
+		guest_leaves(fd, &lone);
 	f = atomic_load(&o->file);
 	o->next = ofd_free;
 	ofd_free = o;

@@ -1264,9 +1264,9 @@ static int size_call(int fd, enum size_op op, int mode, off64_t off,
 			return size_call(fd, op, mode, off, len);
 	}
 	/* Counted only once marked inside the shim and not cancellable (a
-	 * cancel pending acts first, as in the real call, which is a
-	 * cancellation point but for ftruncate). */
-	if (op != SZ_TRUNCATE)
+	 * cancel pending acts first, as in the real fallocate, a
+	 * cancellation point; ftruncate and posix_fallocate are not). */
+	if (op == SZ_FALLOCATE)
 		pthread_testcancel();
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	busy = io_busy;

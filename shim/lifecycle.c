@@ -22,6 +22,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 static void made(struct dioshim_seg *seg, const struct file_id *id)
@@ -169,8 +170,10 @@ static void guests_wait(struct shim_file *f, int fd)
 	struct timespec nap = { 0, 1000000 };
 	struct stat st;
 	bool recovered, locked, gone = false;
-	int i;
+	int i, cancel;
 
+	/* The caller may hold the descriptor table's lock. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	/* The barrier is up already (barrier_hold_new, as it was made). */
 	for (i = 0; i < GUEST_JOIN_MS && !gone; i++) {
 		gone = !guest_present(seg->hint_key, f->dev, f->ino, true);
@@ -192,6 +195,7 @@ static void guests_wait(struct shim_file *f, int fd)
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	barrier_lower(f);
+	pthread_setcancelstate(cancel, NULL);
 }
 
 static const struct segment_hooks lifecycle_hooks = {

@@ -313,3 +313,18 @@ calls() { grep -c "<$D/" "$1" || true; }
 	done
 	rmdir "$cg"
 }
+
+@test "a lone writer idle until it exits while another process opens, appends and leaves: no segment is left behind (the file's next lone writers pay nothing)" {
+	local f=$D/orphan
+	rm -f "$T"/o.*
+	shim "$HELPERS/t_fops" -d -c "$f" w 0 4096 touch "$T/o.a1" \
+		wait "$T/o.go" >/dev/null &
+	wait_file "$T/o.a1"
+	run shim "$HELPERS/t_fops" -d -a "$f" a 4096 size
+	echo "$output"
+	[ "$output" = "$(printf 'a 4096 = 4096\nsize = 8192')" ]
+	touch "$T/o.go"
+	wait
+	[ "$(real_size "$f")" -eq 8192 ]
+	assert_no_segment "$f"
+}
