@@ -1118,3 +1118,14 @@ stat %1/n'
 		[[ "$output" == *"wv 8192 4096 keep = -1 EFAULT"* ]]
 	done
 }
+
+@test "the address-space calls the shim wraps (mmap, mmap64, munmap, mprotect, pkey_mprotect, madvise, mremap, shmdt, sbrk), good and bad arguments: every answer and errno as the kernel alone" {
+	run timeout 60 env -u LD_PRELOAD "$HELPERS/mmcalls"
+	[ "$status" -eq 0 ]
+	local k=$output
+	run timeout 60 "$DIOSHIM" "$HELPERS/mmcalls"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$k" ]
+	[ "$(grep -c '' <<<"$output")" -eq 26 ]
+}
