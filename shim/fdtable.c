@@ -170,12 +170,11 @@ static void ofd_unpin(struct ofd *o)
 }
 
 /*
- * After an attach attempt for o through fd that gave f: o keeps the
+ * After an attach attempt for o that gave f: o keeps the
  * announcement *p (one per description) while it is not attached;
  * attached, or OFD_PASS, it needs none.
  */
-static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p,
-		    int fd)
+static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p)
 {
 	bool keep = o != OFD_PASS && !f;
 
@@ -379,7 +378,7 @@ static struct ofd *classify(int fd, int flags)
 	f = writer_attach(fd, NULL, flags, &servable, &pin, writer_want());
 	o = servable ? ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen) :
 		       OFD_PASS;
-	ofd_pin(o, f, &pin, fd);
+	ofd_pin(o, f, &pin);
 	return o;
 }
 
@@ -414,7 +413,7 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 		f = identify_attach(fd, (int)atomic_load(&o->flags),
 				    &servable, &pin,
 				    o->pin.held ? SEG_FIND : writer_want());
-		ofd_pin(o, f, &pin, fd);
+		ofd_pin(o, f, &pin);
 		if (!servable) {
 			o->state = OFD_NEVER;
 		} else if (f) {
@@ -563,7 +562,7 @@ static bool guest_engage(int fd, struct ofd *o)
 		ofd_unpin(o);
 		f = writer_attach(fd, o, (int)atomic_load(&o->flags),
 				  &servable, &pin, SEG_MAKE);
-		ofd_pin(o, f, &pin, fd);
+		ofd_pin(o, f, &pin);
 		if (f) {
 			o->state = OFD_ATTACHED;
 			atomic_store_explicit(&o->file, f,
@@ -733,7 +732,7 @@ void fdtable_setfl(int fd)
 		    direct_writer(flags)) {
 			f = identify_attach(fd, flags, &servable, &pin,
 					    writer_want());
-			ofd_pin(o, f, &pin, fd);
+			ofd_pin(o, f, &pin);
 			if (!servable)
 				o->state = OFD_NEVER;
 			if (f) {
@@ -800,11 +799,11 @@ static void exec_undo(int fd, struct ofd *o)
 		    NULL;
 	if (segment_exec_revive(f, g)) {
 		/* f carries the new segment on; g the old, to be put. */
-		ofd_pin(o, f, &pin, fd);
+		ofd_pin(o, f, &pin);
 		segment_put(g, -1);
 		return;
 	}
-	ofd_pin(o, g, &pin, fd);
+	ofd_pin(o, g, &pin);
 	atomic_store_explicit(&o->file, g, memory_order_release);
 	o->state = g ? OFD_ATTACHED : OFD_WATCH;
 	o->checked_gen = 0;
