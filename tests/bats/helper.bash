@@ -28,6 +28,15 @@ export DIOSHIM_ENGAGE
 shim() { timeout 300 "$DIOSHIM" "$@"; }
 noshim() { env -u LD_PRELOAD "$@"; }
 
+# 512-byte blocks of data a file has allocated, written or not (its fiemap
+# extents, holes left out).  stat's %b also counts the extent tree's own
+# blocks, which depend on how fragmented the free space was, not on what
+# the program asked for.
+data_blocks() {
+	noshim xfs_io -r -c fiemap "$1" | awk -F'[][.:]+' \
+		'NR > 1 && $NF !~ /hole/ { n += $4 - $3 + 1 } END { print n + 0 }'
+}
+
 # Wait (up to a minute) for a file a background helper creates.
 wait_file() {
 	local i
