@@ -45,9 +45,12 @@ $(BUILD)/libdioshim.so: $(LIB_OBJ)
 	$(Q)$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-z,now \
 		-o $@ $^ -ldl -lpthread
 
-$(BUILD)/dioshim: shim/dioshim/dioshim.c $(CORE_OBJ) $(HEADERS)
+# Static: `dioshim -- CMD` adds one exec to every command it runs, and a
+# static one skips the dynamic loader's work (about 1 ms of CPU an exec on
+# the machines measured; bench "overhead", DESIGN.md 7's 2% budget).
+$(BUILD)/dioshim: shim/dioshim/dioshim.c $(CORE_OBJ) $(HEADERS) Makefile
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -o $@ $< $(CORE_OBJ) -lpthread
+	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -static -o $@ $< $(CORE_OBJ) -lpthread
 
 # ---- tests ---------------------------------------------------------------
 include tests/tests.mk
