@@ -4,8 +4,14 @@
  *
  * Two levels of lazily mmap'd chunks, so memory grows with the highest fd
  * seen, not with RLIMIT_NOFILE; a lookup is two dependent loads.  Entries
- * are NULL (never seen), OFD_PASS, or an ofd shared by the fds that dup
- * made of one another.
+ * are NULL (never seen), OFD_PASS, OFD_QUIET, or an ofd shared by the fds
+ * that dup made of one another.
+ *
+ * OFD_QUIET is what most opens of most programs get: a description that
+ * is not an O_DIRECT writer, opened while no segment existed.  Until one
+ * exists there is nothing to keep for it, so its open and close cost no
+ * allocation and no lock; once one may (the hint), its first call gives
+ * it an ofd of its own, as an open would have (quiet_wake).
  *
  * An fd closed behind the shim's back (fclose of an fdopen'd stream, a raw
  * syscall) leaves a stale entry until the number is reused: an open through
@@ -30,28 +36,76 @@ fd_entry *_Atomic fdt[FDT_CHUNKS];
 static pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ofd *ofd_free;
 
+/* The objects quiet entries point at, never written: no file, no pin, no
+ * flags — what the fast paths read says "the kernel's".  A fork child's
+ * inherited quiet entries point at the second: woken, the description may
+ * be its parent's too (the `shared` of an inherited ofd).  The third
+ * marks an entry being looked at under fdt_lock (wake_begin); the fourth
+ * a descriptor whose close is under way (fdtable_close to
+ * fdtable_closed): its file may be leaving, and a call that finds it
+ * waits for the close, then goes to the kernel, rather than attach the
+ * number anew while it is still open. */
+static struct ofd ofd_mark[4];
+#define OFD_QUIET (&ofd_mark[0])
+#define OFD_QUIET_INHERITED (&ofd_mark[1])
+#define OFD_WAKING (&ofd_mark[2])
+#define OFD_CLOSING (&ofd_mark[3])
+
+static bool is_quiet(const struct ofd *o)
+{
+	return o == OFD_QUIET || o == OFD_QUIET_INHERITED;
+}
+
+/* An ofd of its own, not one of the markers. */
+static bool is_ofd(const struct ofd *o)
+{
+	return o && o != OFD_PASS && !is_quiet(o) && o != OFD_WAKING &&
+	       o != OFD_CLOSING;
+}
+
 #define entry_get fdtable_peek
 
-/* Under fdt_lock. */
-static void entry_set(int fd, struct ofd *o)
+/* The chunk holding fd's entry, made if missing when make says so.
+ * Under fdt_lock. */
+static fd_entry *chunk_of(int fd, bool make)
 {
 	fd_entry *c;
 
 	if ((unsigned)fd >= FDT_MAX)
-		return;
+		return NULL;
 	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
 				 memory_order_acquire);
-	if (!c) {
-		if (!o)
-			return;
+	if (!c && make) {
 		c = mem_alloc(FDT_CHUNK * sizeof(fd_entry));
-		if (!c)
-			return; /* unknown stays unknown: passed through */
-		atomic_store_explicit(&fdt[(unsigned)fd >> FDT_SHIFT], c,
-				      memory_order_release);
+		if (c)
+			atomic_store_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+					      c, memory_order_release);
 	}
-	atomic_store_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)], o,
-			      memory_order_release);
+	return c; /* none: unknown stays unknown, passed through */
+}
+
+/* Under fdt_lock. */
+static void entry_set(int fd, struct ofd *o)
+{
+	fd_entry *c = chunk_of(fd, o != NULL);
+
+	if (c)
+		atomic_store_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)], o,
+				      memory_order_release);
+}
+
+/* Replace fd's entry if it is still old, without the lock: for the
+ * entries that hold nothing (NULL, OFD_PASS, OFD_QUIET). */
+static bool entry_cas(int fd, struct ofd *old, struct ofd *new)
+{
+	fd_entry *c;
+
+	if ((unsigned)fd >= FDT_MAX)
+		return false;
+	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+				 memory_order_acquire);
+	return c && atomic_compare_exchange_strong(
+			    &c[(unsigned)fd & (FDT_CHUNK - 1)], &old, new);
 }
 
 /*
@@ -108,7 +162,7 @@ void fdtable_close_reentrant(int fd)
 	c = atomic_load(&fdt[(unsigned)fd >> FDT_SHIFT]);
 	if (!c || !atomic_compare_exchange_strong(
 			  &c[(unsigned)fd & (FDT_CHUNK - 1)], &o, NULL) ||
-	    o == OFD_PASS)
+	    !is_ofd(o))
 		return;
 	for (i = 0; i < LATE_PUTS; i++) {
 		int free_ = LATE_FREE;
@@ -145,7 +199,7 @@ static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 		memset(o, 0, sizeof(*o));
 		atomic_store(&o->raw, inc << 32);
 	}
-	pthread_mutex_init(&o->pos_lock, NULL);
+	o->pos_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	atomic_store(&o->file, f);
 	atomic_store(&o->flags, (uint32_t)flags);
 	o->state = state;
@@ -213,7 +267,7 @@ static void ofd_put(struct ofd *o, int fd)
 	struct shim_file *f;
 	struct guest_pin lone;
 
-	if (o == OFD_PASS || --o->refs)
+	if (!is_ofd(o) || --o->refs)
 		return;
 	lone = o->pin;
 	ofd_unpin(o);
@@ -356,8 +410,9 @@ static struct shim_file *writer_attach(int fd, struct ofd *o, int flags,
 	return f;
 }
 
-/* Under fdt_lock. */
-static struct ofd *classify(int fd, int flags)
+/* What an open with flags gives fd: OFD_QUIET only where quiet says it
+ * may be.  Under fdt_lock. */
+static struct ofd *classify(int fd, int flags, bool quiet)
 {
 	struct guest_pin pin;
 	struct shim_file *f;
@@ -372,13 +427,39 @@ static struct ofd *classify(int fd, int flags)
 		return OFD_PASS;
 	/* The generation is read before looking: a segment created after
 	 * this point changes it, and the fd is looked at again. */
-	gen = hint_gen();
-	if (!direct_writer(flags) && !hint_maybe_live())
-		return ofd_new(flags, OFD_UNCHECKED, NULL, gen);
+	if (!hint_look(&gen) && !direct_writer(flags))
+		return quiet ? OFD_QUIET :
+			       ofd_new(flags, OFD_UNCHECKED, NULL, gen);
 	f = writer_attach(fd, NULL, flags, &servable, &pin, writer_want());
 	o = servable ? ofd_new(flags, f ? OFD_ATTACHED : OFD_WATCH, f, gen) :
 		       OFD_PASS;
 	ofd_pin(o, f, &pin);
+	return o;
+}
+
+/*
+ * An entry that holds nothing (was: NULL or a quiet marker) is to be
+ * given what its fd is, asked of the kernel: it is marked OFD_WAKING
+ * meanwhile.  A close and an open of the number by another thread then
+ * take the lock and wait (only entries that hold nothing are changed
+ * without it), where they could otherwise have put a quiet entry of
+ * another description back in its place, unseen (the same marker); a
+ * signal handler's close (fdtable_close_reentrant) clears it, and
+ * wake_end sees that.  Under fdt_lock.
+ */
+static bool wake_begin(int fd, struct ofd *was)
+{
+	return chunk_of(fd, true) && entry_cas(fd, was, OFD_WAKING);
+}
+
+/* The entry, marked by wake_begin, becomes o, unless a signal handler
+ * closed the number meanwhile (o is dropped).  The entry as it then is. */
+static struct ofd *wake_end(int fd, struct ofd *o)
+{
+	if (!entry_cas(fd, OFD_WAKING, o)) {
+		ofd_put(o, -1);
+		return entry_get(fd);
+	}
 	return o;
 }
 
@@ -389,12 +470,9 @@ static struct ofd *adopt(int fd)
 
 	fdt_lock_take();
 	o = entry_get(fd);
-	if (!o) {
+	if (!o && wake_begin(fd, NULL)) {
 		flags = sys_fcntl(fd, F_GETFL, 0);
-		if (flags >= 0) {
-			o = classify(fd, flags);
-			entry_set(fd, o);
-		}
+		o = wake_end(fd, flags < 0 ? NULL : classify(fd, flags, true));
 	}
 	pthread_mutex_unlock(&fdt_lock);
 	return o;
@@ -428,17 +506,58 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 	pthread_mutex_unlock(&fdt_lock);
 }
 
+/* fd's quiet entry, now that a segment may exist, that a dup must share
+ * it or that its flags changed: what an open with the kernel's flags for
+ * it would give now — an ofd of its own unless quiet allows a quiet entry
+ * again.  Returns fd's entry as it then is.  Under fdt_lock. */
+static struct ofd *quiet_wake(int fd, bool quiet)
+{
+	struct ofd *was = entry_get(fd), *o = was;
+	int flags;
+
+	if (!is_quiet(was) || !wake_begin(fd, was))
+		return entry_get(fd);
+	flags = sys_fcntl(fd, F_GETFL, 0);
+	if (flags >= 0) {
+		o = classify(fd, flags, quiet);
+		if (o == OFD_QUIET)
+			o = was;
+		else if (is_ofd(o) && was == OFD_QUIET_INHERITED)
+			atomic_store(&o->shared, true);
+	}
+	return wake_end(fd, o);
+}
+
 struct ofd *fdtable_resolve(int fd)
 {
+	static const struct timespec nap = { 0, 50000 };
 	struct ofd *o = entry_get(fd);
 	struct shim_file *f;
 	uint64_t gen;
 
+	/* Another thread is closing the number: the call is made once the
+	 * close is done (to the kernel: EBADF, or the file opened on the
+	 * number since, looked at then). */
+	while (o == OFD_CLOSING) {
+		nanosleep(&nap, NULL);
+		o = entry_get(fd);
+	}
 	if (o == OFD_PASS)
 		return NULL;
 	if (!o) {
 		o = adopt(fd);
 		if (!o || o == OFD_PASS)
+			return NULL;
+	}
+	/* Quiet, or being woken by another thread (its answer waits for
+	 * the lock). */
+	if (is_quiet(o) || o == OFD_WAKING) {
+		if (!hint_maybe_live())
+			return NULL;
+		fdt_lock_take();
+		o = quiet_wake(fd, false);
+		pthread_mutex_unlock(&fdt_lock);
+		if (!is_ofd(o))
 			return NULL;
 	}
 	f = atomic_load_explicit(&o->file, memory_order_acquire);
@@ -641,32 +760,52 @@ void fdtable_engage_fd(int fd)
 void fdtable_opened(int fd, int flags)
 {
 	struct ofd *stale;
+	uint64_t gen;
 
+	/* Most opens: nothing to keep, an entry with nothing in it. */
+	if (!direct_writer(flags) && !hint_look(&gen) &&
+	    entry_cas(fd, NULL, OFD_QUIET))
+		return;
 	fdt_lock_take();
 	stale = entry_get(fd);
 	if (stale && stale != OFD_PASS)
 		ofd_put(stale, -1);
-	entry_set(fd, classify(fd, flags));
+	entry_set(fd, classify(fd, flags, true));
 	pthread_mutex_unlock(&fdt_lock);
+}
+
+bool fdtable_forget_light(int fd)
+{
+	struct ofd *o = entry_get(fd);
+
+	return !o ||
+	       ((is_quiet(o) || o == OFD_PASS) && entry_cas(fd, o, NULL));
 }
 
 void fdtable_close(int fd)
 {
 	struct ofd *o;
 
-	if (!entry_get(fd))
+	o = entry_get(fd);
+	if (!o || ((is_quiet(o) || o == OFD_PASS) && entry_cas(fd, o, NULL)))
 		return;
 	fdt_lock_take();
 	o = entry_get(fd);
 	if (o) {
-		entry_set(fd, NULL);
+		entry_set(fd, is_ofd(o) ? OFD_CLOSING : NULL);
 		ofd_put(o, fd);
 	}
 	pthread_mutex_unlock(&fdt_lock);
 }
 
-/* Under fdt_lock: drop every entry in [lo, hi]. */
-static void drop_range(unsigned lo, unsigned hi)
+void fdtable_closed(int fd)
+{
+	entry_cas(fd, OFD_CLOSING, NULL);
+}
+
+/* Under fdt_lock: drop every entry in [lo, hi], those of files marked as
+ * closing where closing says a close follows. */
+static void drop_range(unsigned lo, unsigned hi, bool closing)
 {
 	unsigned c, i;
 
@@ -686,8 +825,28 @@ static void drop_range(unsigned lo, unsigned hi)
 			o = atomic_load(&chunk[i]);
 			if (!o)
 				continue;
-			atomic_store(&chunk[i], NULL);
+			atomic_store(&chunk[i],
+				     closing && is_ofd(o) ? OFD_CLOSING : NULL);
 			ofd_put(o, (int)fd);
+		}
+	}
+}
+
+void fdtable_closed_range(unsigned lo, unsigned hi)
+{
+	unsigned c, i;
+
+	if (hi >= FDT_MAX)
+		hi = FDT_MAX - 1;
+	for (c = lo >> FDT_SHIFT; c <= hi >> FDT_SHIFT && lo <= hi; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		for (i = 0; chunk && i < FDT_CHUNK; i++) {
+			unsigned fd = (c << FDT_SHIFT) | i;
+
+			if (fd >= lo && fd <= hi &&
+			    atomic_load(&chunk[i]) == OFD_CLOSING)
+				entry_cas((int)fd, OFD_CLOSING, NULL);
 		}
 	}
 }
@@ -695,7 +854,7 @@ static void drop_range(unsigned lo, unsigned hi)
 void fdtable_close_range(unsigned lo, unsigned hi)
 {
 	fdt_lock_take();
-	drop_range(lo, hi);
+	drop_range(lo, hi, true);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
@@ -705,10 +864,14 @@ void fdtable_dup(int oldfd, int newfd)
 
 	fdt_lock_take();
 	o = entry_get(oldfd);
+	/* Dups share one ofd, as they share the description: two quiet
+	 * entries would be woken apart (quiet_wake). */
+	if (is_quiet(o))
+		o = quiet_wake(oldfd, false);
 	stale = entry_get(newfd);
 	if (stale && stale != OFD_PASS)
 		ofd_put(stale, -1);
-	if (o && o != OFD_PASS)
+	if (is_ofd(o))
 		o->refs++;
 	entry_set(newfd, o);
 	pthread_mutex_unlock(&fdt_lock);
@@ -724,6 +887,11 @@ void fdtable_setfl(int fd)
 
 	fdt_lock_take();
 	o = entry_get(fd);
+	if (is_quiet(o)) {
+		quiet_wake(fd, true);
+		pthread_mutex_unlock(&fdt_lock);
+		return;
+	}
 	flags = sys_fcntl(fd, F_GETFL, 0);
 	if (o && o != OFD_PASS && flags >= 0) {
 		atomic_store(&o->flags, (uint32_t)flags);
@@ -748,7 +916,7 @@ void fdtable_setfl(int fd)
 void fdtable_release_all(void)
 {
 	fdt_lock_take();
-	drop_range(0, FDT_MAX - 1);
+	drop_range(0, FDT_MAX - 1, false);
 	pthread_mutex_unlock(&fdt_lock);
 }
 
@@ -765,7 +933,7 @@ static void for_each_ofd(void (*fn)(int, struct ofd *))
 		for (i = 0; i < FDT_CHUNK; i++) {
 			struct ofd *o = atomic_load(&chunk[i]);
 
-			if (o && o != OFD_PASS)
+			if (is_ofd(o))
 				fn((int)((c << FDT_SHIFT) | i), o);
 		}
 	}
@@ -855,8 +1023,24 @@ static void child_reset(int fd, struct ofd *o)
 
 void fdtable_atfork_child(void)
 {
+	unsigned c, i;
+
 	mem_atfork_release();
 	segment_atfork_child();
 	for_each_ofd(child_reset);
+	for (c = 0; c < FDT_CHUNKS; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		for (i = 0; chunk && i < FDT_CHUNK; i++) {
+			struct ofd *o = atomic_load(&chunk[i]);
+
+			/* A close under way is the parent's: the child's
+			 * descriptor stays open, looked at on first use. */
+			if (o == OFD_QUIET)
+				atomic_store(&chunk[i], OFD_QUIET_INHERITED);
+			else if (o == OFD_CLOSING)
+				atomic_store(&chunk[i], NULL);
+		}
+	}
 	pthread_mutex_unlock(&fdt_lock);
 }

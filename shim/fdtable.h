@@ -33,21 +33,23 @@ enum ofd_state {
  * positional call and a position update.
  */
 struct ofd {
-	pthread_mutex_t pos_lock;
+	/* file, flags and pin first: what every intercepted call reads
+	 * (fdtable_quiet) is one cache line */
 	struct shim_file *_Atomic file; /* set once, when attached */
 	_Atomic uint32_t flags; /* F_GETFL flags, as last set through us */
 	uint32_t state; /* enum ofd_state; under fdt_lock */
 	uint64_t checked_gen; /* hint generation when last identified */
+	/* its announcement as a guest of a file with no segment (a lazy
+	 * writer, or none could be made), kept while it is not attached;
+	 * under fdt_lock */
+	struct guest_pin pin;
 	/* write() appends through this description that are under way, and
 	 * the furthest end they reached: the position is set once the last
 	 * of them is done (under pos_lock) */
 	_Atomic uint32_t appending;
 	_Atomic uint64_t append_end;
 	unsigned refs; /* fds pointing here; under fdt_lock */
-	/* its announcement as a guest of a file with no segment (a lazy
-	 * writer, or none could be made), kept while it is not attached;
-	 * under fdt_lock */
-	struct guest_pin pin;
+	pthread_mutex_t pos_lock;
 	/* While pinned: its writes in the kernel (counted around each raw
 	 * write, ftruncate and fallocate), and whether one thread is
 	 * attaching it (the others wait; the count drains first).  nomake:
@@ -113,6 +115,23 @@ static inline bool fdtable_surely_pass(int fd)
 }
 
 /*
+ * fdtable_surely_pass, and not a guest writer either: every call on fd,
+ * whatever it is, goes to the kernel as the program made it.  The writes
+ * and reads of programs that never use O_DIRECT stop here, in a few
+ * loads: they pay no more (DESIGN.md 7, "a few nanoseconds").
+ */
+static inline bool fdtable_quiet(int fd)
+{
+	struct ofd *o = fdtable_peek(fd);
+
+	if (o == OFD_PASS)
+		return true;
+	return o && !atomic_load_explicit(&o->file, memory_order_relaxed) &&
+	       !__atomic_load_n(&o->pin.held, __ATOMIC_RELAXED) &&
+	       hint_surely_dead();
+}
+
+/*
  * A guest writer's call that can move the size (fd pinned, not attached):
  * fdtable_raw_enter counts it and says true — the caller makes the real
  * call, then fdtable_raw_exit.  False when a second one was in flight
@@ -121,6 +140,14 @@ static inline bool fdtable_surely_pass(int fd)
  * through the shim again.  Not for signal handlers inside the shim.
  */
 struct ofd *fdtable_guest_writer(int fd);
+/* fd is closed and its entry held nothing (none, OFD_PASS, a quiet
+ * description): cleared without the lock, true.  False: fdtable_close. */
+bool fdtable_forget_light(int fd);
+/* The close (or close_range) of fd (or [lo, hi]) that fdtable_close (or
+ * fdtable_close_range) began was made: entries still marked as closing
+ * are cleared. */
+void fdtable_closed(int fd);
+void fdtable_closed_range(unsigned lo, unsigned hi);
 bool fdtable_raw_enter(int fd, struct ofd *o, uint32_t *incarnation);
 void fdtable_raw_exit(struct ofd *o, uint32_t incarnation);
 /* Whether any description of this process is a guest writer (a queued

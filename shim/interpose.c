@@ -402,9 +402,25 @@ static __attribute__((noinline)) bool exec_wait(void)
 						  __ATOMIC_RELAXED);
 }
 
+/*
+ * The reads' and writes' first look: fd is surely the kernel's alone, as
+ * every branch of served_io would find too — re-entrant (nothing
+ * attached), exiting, disabled or in a vfork child.  Not while another
+ * thread leaves our files for an exec: the hint may then say no segment
+ * for one that comes back if the exec fails (exec_wait).
+ */
+static inline __attribute__((always_inline)) bool io_surely_pass(int fd,
+							  bool write)
+{
+	return !__atomic_load_n(&segment_exec_pending, __ATOMIC_RELAXED) &&
+	       (write ? fdtable_quiet(fd) : fdtable_surely_pass(fd));
+}
+
 static inline struct ofd *served_io(int fd, bool *reentrant)
 {
 	*reentrant = false;
+	if (io_surely_pass(fd, false))
+		return NULL;
 	lib_ensure();
 	if (__builtin_expect(config.disable |
 				     __atomic_load_n(&lib_exiting,
@@ -416,8 +432,6 @@ static inline struct ofd *served_io(int fd, bool *reentrant)
 		return NULL;
 	if (__builtin_expect(io_busy, 0))
 		return served_reentrant(fd, reentrant);
-	if (fdtable_surely_pass(fd))
-		return NULL;
 	return served_slow(fd);
 }
 
@@ -455,6 +469,11 @@ bool shim_active(void)
  */
 static void forget_fd(int fd)
 {
+	/* Most closes: nothing is kept for fd (not even in a signal
+	 * handler's), unless this is a vfork child, whose descriptors are
+	 * not the ones our table names. */
+	if (!in_vfork_child() && fdtable_forget_light(fd))
+		return;
 	if (shim_on())
 		BOOKKEEP(fdtable_close(fd));
 	else if (io_busy && !config.disable && !in_vfork_child() &&
@@ -598,8 +617,25 @@ static int close_range_around(unsigned int lo, unsigned int hi, int flags)
 	return real_close_range((unsigned)rest, hi, flags);
 }
 
+/* The close forget_fd began is made: a mark left on the entry for the
+ * threads that meanwhile wait on it goes (not a vfork child's: the table
+ * is its parent's). */
+static void closed_fd(int fd)
+{
+	if (!in_vfork_child())
+		fdtable_closed(fd);
+}
+
+static void closed_range(unsigned lo, unsigned hi)
+{
+	if (!in_vfork_child())
+		fdtable_closed_range(lo, hi);
+}
+
 EXPORT int close(int fd)
 {
+	int r, saved;
+
 	forget_fd(fd);
 	/* A number the program never opened, as far as it knows: the
 	 * kernel alone would say EBADF. */
@@ -607,20 +643,34 @@ EXPORT int close(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	return real_close(fd);
+	r = real_close(fd);
+	saved = errno;
+	closed_fd(fd);
+	errno = saved;
+	return r;
 }
 
 EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
+	int r, saved;
+
 	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC))
 		BOOKKEEP(fdtable_close_range(lo, hi));
 	if (lo <= hi && shim_on())
-		return close_range_around(lo, hi, flags);
-	return real_close_range(lo, hi, flags);
+		r = close_range_around(lo, hi, flags);
+	else
+		r = real_close_range(lo, hi, flags);
+	saved = errno;
+	if (lo <= hi)
+		closed_range(lo, hi);
+	errno = saved;
+	return r;
 }
 
 EXPORT void closefrom(int lowfd)
 {
+	int from = lowfd;
+
 	if (lowfd >= 0)
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
 	/* Past the last lifeline, glibc's closefrom, with its own fallback. */
@@ -628,6 +678,8 @@ EXPORT void closefrom(int lowfd)
 		lowfd = (int)close_below_lifelines((unsigned)lowfd, ~0u, 0,
 						   true);
 	real_closefrom(lowfd);
+	if (from >= 0)
+		closed_range((unsigned)from, ~0u);
 }
 
 EXPORT int fclose(FILE *stream)
@@ -635,9 +687,16 @@ EXPORT int fclose(FILE *stream)
 	/* An fd given to fdopen goes away inside fclose, out of our sight. */
 	int fd = stream ? fileno(stream) : -1;
 
+	int r, saved;
+
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
-	return real_fclose(stream);
+	r = real_fclose(stream);
+	saved = errno;
+	if (fd >= 0)
+		closed_fd(fd);
+	errno = saved;
+	return r;
 }
 
 /* freopen closes the stream's fd inside glibc and reopens the number,
@@ -646,20 +705,36 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
 {
 	int fd = stream ? fileno(stream) : -1;
 
+	FILE *r;
+	int saved;
+
 	lib_ensure();
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
-	return real_freopen(path, mode, stream);
+	r = real_freopen(path, mode, stream);
+	saved = errno;
+	if (fd >= 0)
+		closed_fd(fd);
+	errno = saved;
+	return r;
 }
 
 EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 {
 	int fd = stream ? fileno(stream) : -1;
 
+	FILE *r;
+	int saved;
+
 	lib_ensure();
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
-	return real_freopen64(path, mode, stream);
+	r = real_freopen64(path, mode, stream);
+	saved = errno;
+	if (fd >= 0)
+		closed_fd(fd);
+	errno = saved;
+	return r;
 }
 
 EXPORT int dup(int oldfd)
@@ -688,28 +763,34 @@ static void dup_over(int oldfd, int newfd)
 
 EXPORT int dup2(int oldfd, int newfd)
 {
-	int fd;
+	int fd, saved;
 
 	BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* from a handler: newfd is adopted anew */
 	fd = real_dup2(oldfd, newfd);
+	saved = errno;
 	if (fd >= 0 && oldfd != newfd)
 		BOOKKEEP(fdtable_dup(oldfd, fd));
+	closed_fd(newfd); /* dup_over's mark, if the dup failed */
+	errno = saved;
 	return fd;
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	int fd;
+	int fd, saved;
 
 	if (oldfd != newfd)
 		BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* as in dup2 */
 	fd = real_dup3(oldfd, newfd, flags);
+	saved = errno;
 	if (fd >= 0)
 		BOOKKEEP(fdtable_dup(oldfd, fd));
+	closed_fd(newfd); /* dup_over's mark, if the dup failed */
+	errno = saved;
 	return fd;
 }
 
@@ -755,6 +836,8 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 #define READ_BODY(fallback, ...)                                   \
 	do {                                                       \
 		bool re_;                                          \
+		if (io_surely_pass(fd, false))                     \
+			return fallback;                           \
 		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_)                                           \
 			return fallback;                           \
@@ -873,6 +956,8 @@ static __attribute__((noinline)) struct ofd *guest_writer(int fd)
 #define WRITE_BODY(fallback, ...)                                  \
 	do {                                                       \
 		bool re_;                                          \
+		if (io_surely_pass(fd, true))                      \
+			return fallback;                           \
 		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_) {                                         \
 			struct shim_file *x_ = exact_appender(fd); \
@@ -970,7 +1055,7 @@ static void fix_fd_size(int fd, off_t *size, mode_t mode)
 	struct ofd *o;
 	bool re;
 
-	if (!S_ISREG(mode))
+	if (!S_ISREG(mode) || io_surely_pass(fd, false))
 		return;
 	o = served_io(fd, &re);
 	if (o)
@@ -984,7 +1069,7 @@ static void fix_path_size(int dirfd, const char *path, int flags,
 	 * AT_EMPTY_PATH is the fd itself. */
 	if ((!path || !*path) && (flags & AT_EMPTY_PATH))
 		fix_fd_size(dirfd, &st->st_size, st->st_mode);
-	else
+	else if (S_ISREG(st->st_mode) && !hint_surely_dead())
 		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
 }
 

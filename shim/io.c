@@ -1077,6 +1077,7 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode)
 			err = errno;
 			fdtable_close(fd);
 			real_close(fd);
+			fdtable_closed(fd);
 			errno = err;
 			return -1;
 		}

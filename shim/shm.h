@@ -111,6 +111,28 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta);
 extern struct dioshim_hint *hint_set[];
 extern int hint_count;
 
+/* hint_gen() into *gen (read first: a segment made after it moves it),
+ * then hint_maybe_live(), in one look: inline once the hints are mapped
+ * (hint_count is published last, and never taken back). */
+bool hint_look_slow(uint64_t *gen);
+static inline bool hint_look(uint64_t *gen)
+{
+	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);
+	uint64_t g = 0;
+
+	if (!n)
+		return hint_look_slow(gen);
+	for (i = 0; i < n; i++)
+		g += atomic_load_explicit(&hint_set[i]->gen,
+					  memory_order_seq_cst);
+	*gen = g == UINT64_MAX ? 0 : g;
+	for (i = 0; i < n; i++)
+		if (atomic_load_explicit(&hint_set[i]->live,
+					 memory_order_seq_cst))
+			return true;
+	return false;
+}
+
 static inline bool hint_surely_dead(void)
 {
 	int i, n = __atomic_load_n(&hint_count, __ATOMIC_ACQUIRE);

@@ -30,11 +30,25 @@
  *	more, close_range(3, ~0U, 0), reopens, appends N more and exits
  *	without closing.  The file then holds 4N records of writer 0.
  *
+ *   t_mixed quiet FILE N
+ *	Opens FILE buffered (O_WRONLY|O_APPEND), dups it, opens it again
+ *	read-only and forks a child, all before any O_DIRECT writer: under
+ *	the shim these descriptions are "quiet", with nothing kept for them.
+ *	The child opens FILE O_DIRECT|O_APPEND and appends N/2 records each
+ *	from two threads (writers 0 and 1).  Then, the child paused, the
+ *	parent checks that fstat through all three and lseek(SEEK_END) give
+ *	the logical size; the dup's description is O_APPEND in the kernel
+ *	alone: the parent turns O_DIRECT on through the original and appends
+ *	N/2 records (writer 2), then N/2 more through the dup, with
+ *	buffered writes switched back on, while the child appends its other
+ *	N/2 each.  The file then holds N records of writers 0-2.
+ *
  * Prints "ok ..." and exits 0, or says what was wrong and exits 1.
  */
 #include "t_rec.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
@@ -367,6 +381,109 @@ static int closing(uint64_t n)
 	return bad ? 1 : 0;
 }
 
+struct pair_arg {
+	int fd;
+	uint32_t w;
+	uint64_t from, to;
+	int rc;
+};
+
+static void *pair_thread(void *p)
+{
+	struct pair_arg *a = p;
+
+	a->rc = append_records(a->fd, a->w, a->from, a->to);
+	return NULL;
+}
+
+/* Two threads append writers 0 and 1, seq [from, to), through fd. */
+static int pair_append(int fd, uint64_t from, uint64_t to)
+{
+	struct pair_arg a[2] = { { fd, 0, from, to, 0 }, { fd, 1, from, to, 0 } };
+	pthread_t t[2];
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, pair_thread, &a[i]))
+			return -1;
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	return a[0].rc || a[1].rc ? -1 : 0;
+}
+
+static void size_seen(const char *what, int fd, uint64_t want)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) || (uint64_t)st.st_size != want)
+		FAIL("%s: fstat says %lld, %llu were written\n", what,
+		     (long long)st.st_size, (unsigned long long)want);
+}
+
+static int quiet(uint64_t n)
+{
+	int a, b, r, go[2], ready[2], status, reserved;
+	uint64_t half = n / 2, want = 2 * half * 4096;
+	char c = 0;
+	off_t end;
+	pid_t pid;
+
+	a = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	b = dup(a);
+	r = open(file, O_RDONLY);
+	if (a < 0 || b < 0 || r < 0 || pipe(go) || pipe(ready)) {
+		printf("set-up: %s\n", strerror(errno));
+		return 1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int d = open(file, O_WRONLY | O_APPEND | O_DIRECT);
+
+		if (d < 0 || pair_append(d, 0, half / 2) ||
+		    write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1 ||
+		    pair_append(d, half / 2, half))
+			_exit(1);
+		close(d);
+		_exit(0);
+	}
+	if (pid < 0 || read(ready[0], &c, 1) != 1) {
+		printf("child: did not start\n");
+		return 1;
+	}
+	/* The child's half is in, and a reservation may stand. */
+	want = 2 * (half / 2) * 4096;
+	reserved = kernel_size(r) > want;
+	size_seen("read-only descriptor", r, want);
+	size_seen("O_APPEND descriptor", a, want);
+	size_seen("its dup", b, want);
+	end = lseek(r, 0, SEEK_END);
+	if (end != (off_t)want)
+		FAIL("lseek(SEEK_END) says %lld, %llu were written\n",
+		     (long long)end, (unsigned long long)want);
+	if (write(go[1], &c, 1) != 1)
+		return 1;
+	/* O_DIRECT through one, buffered through the other: the kernel has
+	 * one description, so F_SETFL through either moves both. */
+	if (fcntl(a, F_SETFL, O_APPEND | O_DIRECT) ||
+	    append_records(a, 2, 0, half / 2) ||
+	    fcntl(b, F_SETFL, O_APPEND) ||
+	    append_records(b, 2, half / 2, half))
+		FAIL("parent appends failed\n");
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		FAIL("child failed (status %d)\n", status);
+	want = 3 * half * 4096;
+	size_seen("O_APPEND descriptor at the end", a, want);
+	close(a);
+	close(b);
+	close(r);
+	if (bad)
+		return 1;
+	printf("ok quiet records=%llu with-reservation=%d\n",
+	       (unsigned long long)(3 * half), reserved);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char exe[PATH_MAX];
@@ -374,7 +491,7 @@ int main(int argc, char **argv)
 	uint64_t n;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: t_mixed dual|stdio|spawn|closefrom FILE N\n");
+		fprintf(stderr, "usage: t_mixed dual|stdio|spawn|closefrom|quiet FILE N\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -393,5 +510,7 @@ int main(int argc, char **argv)
 		return spawn(n);
 	if (!strcmp(argv[1], "closefrom"))
 		return closing(n);
+	if (!strcmp(argv[1], "quiet"))
+		return quiet(n);
 	return 2;
 }

@@ -50,12 +50,16 @@ int main(void)
 	CHECK_EQ(o->refs, 2);
 	fdtable_close(fd);
 	close(fd);
+	fdtable_closed(fd);
 	CHECK(fdtable_resolve(fd2) == o);
 	CHECK(seg_exists(fd2));
-	/* Last close: detached, segment removed. */
+	/* Last close: detached, segment removed; the entry marked until the
+	 * close is made (a call meanwhile waits for it). */
 	fdtable_close(fd2);
 	CHECK(!seg_exists(fd2));
+	CHECK(fdtable_peek(fd2) != NULL);
 	close(fd2);
+	fdtable_closed(fd2);
 	CHECK(fdtable_peek(fd2) == NULL);
 
 	/* An fd opened behind the shim's back is adopted on first use. */
@@ -84,6 +88,7 @@ int main(void)
 	}
 	fdtable_close(fd3);
 	close(fd3);
+	fdtable_closed(fd3);
 
 	/* Pipes pass through. */
 	CHECK(pipe(pfd) == 0);
@@ -118,10 +123,12 @@ int main(void)
 	/* close_range drops both. */
 	fdtable_close_range((unsigned)(fd < fd2 ? fd : fd2),
 			    (unsigned)(fd < fd2 ? fd2 : fd));
-	CHECK(fdtable_peek(fd) == NULL && fdtable_peek(fd2) == NULL);
 	CHECK(!seg_exists(fd));
 	close(fd);
 	close(fd2);
+	fdtable_closed_range((unsigned)(fd < fd2 ? fd : fd2),
+			     (unsigned)(fd < fd2 ? fd2 : fd));
+	CHECK(fdtable_peek(fd) == NULL && fdtable_peek(fd2) == NULL);
 
 	/* A lone writer: no segment, writes counted; a second description
 	 * of its file attaches both. */
@@ -142,9 +149,11 @@ int main(void)
 	      atomic_load(&o->file) == atomic_load(&o2->file));
 	fdtable_close(fd2);
 	close(fd2);
+	fdtable_closed(fd2);
 	fdtable_close(fd);
 	CHECK(!seg_exists(fd));
 	close(fd);
+	fdtable_closed(fd);
 
 	/* fds past the table's reach are never served. */
 	CHECK(fdtable_resolve(1 << 30) == NULL);
