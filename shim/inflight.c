@@ -120,6 +120,22 @@ static struct dioshim_shard *enter(struct shim_file *f, int fd,
 	for (;;) {
 		atomic_fetch_add_explicit(&sh->inflight, 1,
 					  memory_order_seq_cst);
+		/* Its last close is under way (another thread's): step back
+		 * until it is done, then go to the kernel as the call is —
+		 * that close drains the writes counted before this one. */
+		if (__builtin_expect(atomic_load_explicit(&f->leaving,
+							  memory_order_seq_cst),
+				     0)) {
+			static const struct timespec nap = { 0, 100000 };
+
+			atomic_fetch_sub_explicit(&sh->inflight, 1,
+						  memory_order_release);
+			if (waited)
+				atomic_fetch_sub(&seg->barrier_waiters, 1);
+			while (atomic_load(&f->leaving) == FILE_LEAVING)
+				nanosleep(&nap, NULL);
+			return NULL;
+		}
 		/* A guest made the file exact (after cutting the tail, under
 		 * a barrier that drained us): the call goes as it is.  Read
 		 * before the barrier: a writer that then finds the barrier

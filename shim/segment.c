@@ -868,6 +868,36 @@ bool segment_serves_slow(struct shim_file *f, int fd)
 }
 
 /* Detach f (its last reference is gone); files_lock held. */
+/*
+ * Wait for this process's writes to f that are still in the kernel: a
+ * thread writing through a descriptor that another thread closes, or an
+ * exit or exec under way beside it.  The kernel alone keeps such a write
+ * whole; the last user's cut, made before it is published, would cut it
+ * (the kernel's truncate waits for it, then cuts: on XFS an acknowledged
+ * write gone), and a slot given back with writes counted in it is one no
+ * other process's barrier waits for.  New writes are held back by the
+ * caller (f->leaving, or an exec pending).  Writes always come back; a
+ * count that does not (one leaked by a longjmp out of a write) is waited
+ * for DRAIN_OWN_MS at most.  Nothing between a write's count and its
+ * uncount takes files_lock or fdt_lock.
+ */
+#define DRAIN_OWN_MS 30000
+static void own_writes_drain(struct shim_file *f)
+{
+	static const struct timespec nap = { 0, 1000000 };
+	int slot = __atomic_load_n(&f->slot, __ATOMIC_ACQUIRE), waited;
+
+	if (slot < 0 || slot >= seg_slots(f->seg))
+		return;
+	for (waited = 0; waited < DRAIN_OWN_MS &&
+			 slot_inflight(&f->seg->slot[slot]) > 0;
+	     waited++)
+		nanosleep(&nap, NULL);
+	if (waited == DRAIN_OWN_MS)
+		log_msg("writes of ours still in flight after %d ms: left",
+			DRAIN_OWN_MS);
+}
+
 static void file_detach(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
@@ -882,6 +912,8 @@ static void file_detach(struct shim_file *f, int fd)
 	}
 	if (f->guest_held)
 		guest_drop(seg->hint_key, f->dev, f->ino);
+	atomic_store(&f->leaving, FILE_LEAVING);
+	own_writes_drain(f);
 	if (attach_lock_take(seg)) {
 		slot_release(seg, f->slot); /* none, for a guest */
 		/* A segment already dead (its last user left it at exec) is
@@ -897,13 +929,14 @@ static void file_detach(struct shim_file *f, int fd)
 		}
 		seg_unlock(&seg->attach_lock);
 	}
+	atomic_store(&f->leaving, FILE_GONE);
 	grave_push(f);
 }
 
 /*
  * exec: the new image is another program, maybe not under the shim; it
  * keeps the descriptors, not our books.  Leave the file as a process that
- * ends would: wait (briefly) for this process's writes in flight — exec
+ * ends would: wait for this process's writes in flight — exec
  * is about to kill the threads that made them — give the slot back, and,
  * as the last user, cut the reserved tail and remove the segment.  A new
  * image under the shim attaches again on first use.  f->slot is -1 until
@@ -911,23 +944,14 @@ static void file_detach(struct shim_file *f, int fd)
  */
 void segment_exec_release(struct shim_file *f, int fd)
 {
-	static const struct timespec nap = { 0, 1000000 };
 	struct dioshim_seg *seg = f->seg;
 	char path[PATH_MAX];
-	int i, waited;
 
 	pthread_mutex_lock(&files_lock);
 	if (f->slot < 0 || f->exec_released)
 		goto out;
-	for (waited = 0; waited < 2000; waited++) {
-		int64_t n = 0;
-
-		for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
-			n += atomic_load(&seg->slot[f->slot].shard[i].inflight);
-		if (n <= 0)
-			break;
-		nanosleep(&nap, NULL);
-	}
+	/* New writes step back while the exec is pending (enter()). */
+	own_writes_drain(f);
 	if (!attach_lock_take(seg))
 		goto out;
 	slot_release(seg, f->slot);

@@ -33,8 +33,13 @@ struct shim_file {
 	 * (shm.h) while attached; the file is kept exact for everyone. */
 	bool guest;
 	bool guest_held; /* its announcement (guest_hold) is ours to drop */
+	/* The last close (or exit) is taking it away: LEAVING while our
+	 * writes still in flight drain (new ones wait, then go to the
+	 * kernel as they are), GONE once detached. */
+	_Atomic int leaving;
 	struct shim_file *next; /* the process's list; under files_lock */
 };
+enum { FILE_HERE, FILE_LEAVING, FILE_GONE };
 
 /*
  * What a file looks like to the segment code: filled from one statx of the
@@ -166,6 +171,7 @@ void segment_get(struct shim_file *f);
  * file trims the reserved tail through fd (still open) and removes the
  * segment. */
 void segment_put(struct shim_file *f, int fd);
+
 
 /* Read the logical EOF of a file this process may not have open, for
  * stat(path).  False when it has no valid segment. */

@@ -543,3 +543,71 @@ stall_case() {
 	[ "$output" = "eof" ]
 	rm -f "$f"
 }
+
+# Run closeinflight ARGS in a blkio cgroup that slows the scratch device's
+# writes to 20 MB/s, as SIDE (kernel or shim); skips without cgroup v1.
+slowed_closeinflight() {
+	local side=$1 cg=/sys/fs/cgroup/blkio/dioshim-life.$$ dev rc=0
+	shift
+	[ -w /sys/fs/cgroup/blkio ] || skip "no cgroup v1 blkio controller to slow a writer with"
+	dev=$(lsblk -no MAJ:MIN "$SCRATCH_DEV" 2>/dev/null | tr -d ' ')
+	[ -n "$dev" ] || skip "no device numbers for $SCRATCH_DEV"
+	mkdir -p "$cg" || skip "cannot make a blkio cgroup"
+	if ! echo "$dev 20971520" >"$cg/blkio.throttle.write_bps_device"; then
+		rmdir "$cg"
+		skip "cannot limit writes to $SCRATCH_DEV"
+	fi
+	if [ "$side" = kernel ]; then
+		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec env -u LD_PRELOAD "$@"' _ \
+			"$HELPERS/closeinflight" "$@"
+	else
+		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec "$@"' _ \
+			"$DIOSHIM" "$HELPERS/closeinflight" "$@"
+	fi
+	rmdir "$cg" || true
+	echo "$side: status $status, $output"
+}
+
+# The file closeinflight leaves: 4096 + LEN bytes, all of the pattern.
+assert_whole() {
+	local f=$1 len=$2 want
+	want=$((4096 + len))
+	echo "size $(real_size "$f"), the kernel alone's $want"
+	[ "$(real_size "$f")" -eq "$want" ]
+	# every byte 0x5a ('Z')
+	[ "$(noshim tr -d Z <"$f" | wc -c)" -eq 0 ]
+	assert_no_segment "$f"
+	assert_no_eof_xattr "$f"
+}
+
+@test "close while another thread's long write through the descriptor is in the kernel: the write stays whole, as with the kernel alone (the last close does not cut it)" {
+	local side len=10485760
+	for side in kernel shim; do
+		slowed_closeinflight "$side" "$F.$side" "$len" 100 close
+		[ "$status" -eq 0 ]
+		[[ "$output" == "pwrite=$len closed-in-flight="* ]]
+		# Not vacuous: the kernel alone's close came back first.
+		[ "$side" = shim ] || [ "$output" = "pwrite=$len closed-in-flight=1" ]
+		assert_whole "$F.$side" "$len"
+	done
+}
+
+@test "close while another thread writes on and on past the end through the descriptor: the file ends at the last write that returned, every byte of it, as with the kernel alone" {
+	local side len=1048576 acked
+	for side in kernel shim; do
+		slowed_closeinflight "$side" "$F.$side" "$len" 300 loop
+		[ "$status" -eq 0 ]
+		acked=${output#acked=}
+		[ "$acked" -gt 0 ]
+		assert_whole "$F.$side" "$acked"
+	done
+}
+
+@test "exit while another thread's long write is in the kernel: the file ends with that write whole, as with the kernel alone" {
+	local side len=10485760
+	for side in kernel shim; do
+		slowed_closeinflight "$side" "$F.$side" "$len" 100 exit
+		[ "$status" -eq 0 ]
+		assert_whole "$F.$side" "$len"
+	done
+}
