@@ -407,12 +407,17 @@ static __attribute__((noinline)) bool exec_wait(void)
  * every branch of served_io would find too — re-entrant (nothing
  * attached), exiting, disabled or in a vfork child.  Not while another
  * thread leaves our files for an exec: the hint may then say no segment
- * for one that comes back if the exec fails (exec_wait).
+ * for one that comes back if the exec fails (exec_wait).  True only for
+ * an entry the shim made, so the real functions are resolved.
  */
 static inline __attribute__((always_inline)) bool io_surely_pass(int fd,
 							  bool write)
 {
-	return !__atomic_load_n(&segment_exec_pending, __ATOMIC_RELAXED) &&
+	/* A number past the table's reach goes the long way: the shim may
+	 * not be set up yet (a call before its constructor), and only an
+	 * entry made since says so. */
+	return (unsigned)fd < FDT_MAX &&
+	       !__atomic_load_n(&segment_exec_pending, __ATOMIC_RELAXED) &&
 	       (write ? fdtable_quiet(fd) : fdtable_surely_pass(fd));
 }
 
@@ -845,7 +850,21 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 		return io_read(o_, &r_, re_);                      \
 	} while (0)
 
-EXPORT ssize_t read(int fd, void *buf, size_t n)
+/*
+ * The busiest wrappers: the test that passes a call through first, with
+ * nothing else in the function, so that it costs no frame; the rest in a
+ * function of its own.
+ */
+#define HOT_WRAPPER(ret, name, write, params, args)                       \
+	EXPORT ret name params                                           \
+	{                                                                \
+		if (io_surely_pass(fd, write))                           \
+			return real_##name args;                         \
+		return name##_slow args;                                 \
+	}
+
+static __attribute__((noinline)) ssize_t read_slow(int fd, void *buf,
+						    size_t n)
 {
 	READ_BODY(real_read(fd, buf, n), .kind = IO_PLAIN, .fd = fd,
 		  .buf = buf, .len = n);
@@ -857,17 +876,28 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		  .iov = iov, .iovcnt = cnt);
 }
 
-EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+HOT_WRAPPER(ssize_t, read, false, (int fd, void *buf, size_t n),
+	    (fd, buf, n))
+
+static __attribute__((noinline)) ssize_t pread_slow(int fd, void *buf,
+						     size_t n, off_t off)
 {
 	READ_BODY(real_pread(fd, buf, n, off), .kind = IO_P, .fd = fd,
 		  .buf = buf, .len = n, .off = off);
 }
 
-EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+HOT_WRAPPER(ssize_t, pread, false,
+	    (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off))
+
+static __attribute__((noinline)) ssize_t pread64_slow(int fd, void *buf,
+						       size_t n, off64_t off)
 {
 	READ_BODY(real_pread64(fd, buf, n, off), .kind = IO_P, .fd = fd,
 		  .buf = buf, .len = n, .off = off);
 }
+
+HOT_WRAPPER(ssize_t, pread64, false,
+	    (int fd, void *buf, size_t n, off64_t off), (fd, buf, n, off))
 
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
@@ -976,11 +1006,15 @@ static __attribute__((noinline)) struct ofd *guest_writer(int fd)
 		return io_write(o_, &r_, re_);                     \
 	} while (0)
 
-EXPORT ssize_t write(int fd, const void *buf, size_t n)
+static __attribute__((noinline)) ssize_t write_slow(int fd, const void *buf,
+						     size_t n)
 {
 	WRITE_BODY(real_write(fd, buf, n), .kind = IO_PLAIN, .fd = fd,
 		   .buf = (void *)buf, .len = n);
 }
+
+HOT_WRAPPER(ssize_t, write, true, (int fd, const void *buf, size_t n),
+	    (fd, buf, n))
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
@@ -988,17 +1022,27 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 		   .iov = iov, .iovcnt = cnt);
 }
 
-EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+static __attribute__((noinline)) ssize_t pwrite_slow(int fd, const void *buf,
+						      size_t n, off_t off)
 {
 	WRITE_BODY(real_pwrite(fd, buf, n, off), .kind = IO_P, .fd = fd,
 		   .buf = (void *)buf, .len = n, .off = off);
 }
 
-EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+HOT_WRAPPER(ssize_t, pwrite, true,
+	    (int fd, const void *buf, size_t n, off_t off), (fd, buf, n, off))
+
+static __attribute__((noinline)) ssize_t pwrite64_slow(int fd,
+							const void *buf,
+							size_t n, off64_t off)
 {
 	WRITE_BODY(real_pwrite64(fd, buf, n, off), .kind = IO_P, .fd = fd,
 		   .buf = (void *)buf, .len = n, .off = off);
 }
+
+HOT_WRAPPER(ssize_t, pwrite64, true,
+	    (int fd, const void *buf, size_t n, off64_t off),
+	    (fd, buf, n, off))
 
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
