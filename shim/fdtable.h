@@ -34,7 +34,7 @@ enum ofd_state {
  */
 struct ofd {
 	/* file, flags and pin first: what every intercepted call reads
-	 * (fdtable_quiet) is one cache line */
+	 * (fdtable_quiet) is one cache line, which no write writes */
 	struct shim_file *_Atomic file; /* set once, when attached */
 	_Atomic uint32_t flags; /* F_GETFL flags, as last set through us */
 	uint32_t state; /* enum ofd_state; under fdt_lock */
@@ -43,13 +43,14 @@ struct ofd {
 	 * writer, or none could be made), kept while it is not attached;
 	 * under fdt_lock */
 	struct guest_pin pin;
+	unsigned refs; /* fds pointing here; under fdt_lock */
+	/* Written by every append: away from the line every call reads. */
+	pthread_mutex_t pos_lock;
 	/* write() appends through this description that are under way, and
 	 * the furthest end they reached: the position is set once the last
 	 * of them is done (under pos_lock) */
 	_Atomic uint32_t appending;
 	_Atomic uint64_t append_end;
-	unsigned refs; /* fds pointing here; under fdt_lock */
-	pthread_mutex_t pos_lock;
 	/* While pinned: its writes in the kernel (counted around each raw
 	 * write, ftruncate and fallocate), and whether one thread is
 	 * attaching it (the others wait; the count drains first).  nomake:
