@@ -705,18 +705,16 @@ EXPORT int fclose(FILE *stream)
 }
 
 /* freopen closes the stream's fd inside glibc and reopens the number,
- * both out of our sight. */
-EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+ * both out of our sight.  The caller has set the shim up (real resolved). */
+static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
+			   const char *path, const char *mode, FILE *stream)
 {
-	int fd = stream ? fileno(stream) : -1;
-
+	int fd = stream ? fileno(stream) : -1, saved;
 	FILE *r;
-	int saved;
 
-	lib_ensure();
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
-	r = real_freopen(path, mode, stream);
+	r = real(path, mode, stream);
 	saved = errno;
 	if (fd >= 0)
 		closed_fd(fd);
@@ -724,22 +722,16 @@ EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
 	return r;
 }
 
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	lib_ensure();
+	return reopen_common(real_freopen, path, mode, stream);
+}
+
 EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 {
-	int fd = stream ? fileno(stream) : -1;
-
-	FILE *r;
-	int saved;
-
 	lib_ensure();
-	if (fd >= 0)
-		BOOKKEEP(fdtable_close(fd));
-	r = real_freopen64(path, mode, stream);
-	saved = errno;
-	if (fd >= 0)
-		closed_fd(fd);
-	errno = saved;
-	return r;
+	return reopen_common(real_freopen64, path, mode, stream);
 }
 
 EXPORT int dup(int oldfd)

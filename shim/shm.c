@@ -499,23 +499,14 @@ bool hint_maybe_live(void)
 
 bool hint_look_slow(uint64_t *gen)
 {
-	uint64_t g = 0;
-	int i;
-
 	if (!hints_ready()) {
 		*gen = UINT64_MAX;
 		return __atomic_load_n(&hint_state, __ATOMIC_ACQUIRE) !=
 		       HINT_NODIR;
 	}
-	for (i = 0; i < hint_count; i++)
-		g += atomic_load_explicit(&hint_set[i]->gen,
-					  memory_order_seq_cst);
-	*gen = g == UINT64_MAX ? 0 : g;
-	for (i = 0; i < hint_count; i++)
-		if (atomic_load_explicit(&hint_set[i]->live,
-					 memory_order_seq_cst))
-			return true;
-	return false;
+	/* Ready: hint_count is published (a user's and a group's at
+	 * least), and the inline look reads them. */
+	return hint_look(gen);
 }
 
 uint64_t hint_gen(void)
