@@ -612,6 +612,27 @@ struct shim_file *segment_attach(int fd, const struct file_id *id, bool create)
  */
 enum lazy_step { LAZY_SLOW, LAZY_ALONE, LAZY_LOOK, LAZY_MAKE };
 
+/* A lone writer's announcement of id in key's place: ANNOUNCED (*pin
+ * holds it), SHARED (another description of ours, or another guest,
+ * writes the file: it is written in parallel) or NONE (none could be
+ * made). */
+enum announce { ANNOUNCE_NONE, ANNOUNCE_DONE, ANNOUNCE_SHARED };
+
+static enum announce guest_announce(uint64_t key, const struct file_id *id,
+				    struct guest_pin *pin)
+{
+	if (guest_mine(key, id->dev, id->ino))
+		return ANNOUNCE_SHARED;
+	if (!guest_hold(key, id->dev, id->ino))
+		return ANNOUNCE_NONE;
+	if (guest_present(key, id->dev, id->ino, false)) {
+		guest_drop(key, id->dev, id->ino);
+		return ANNOUNCE_SHARED;
+	}
+	*pin = (struct guest_pin){ key, id->dev, id->ino, true };
+	return ANNOUNCE_DONE;
+}
+
 static enum lazy_step lazy_announce(const struct file_id *id,
 				    struct guest_pin *pin)
 {
@@ -622,20 +643,18 @@ static enum lazy_step lazy_announce(const struct file_id *id,
 	seg_owner_for(id, &own, &key);
 	flip.mode ^= S_IWGRP;
 	seg_owner_for(&flip, &own, &other);
-	/* Another description of ours writes it already: in parallel. */
-	if (guest_mine(key, id->dev, id->ino))
-		return LAZY_MAKE;
-	if (!hint_key_idle(key) || !hint_key_idle(other) ||
-	    !guest_hold(key, id->dev, id->ino))
+	if (!guest_mine(key, id->dev, id->ino) &&
+	    (!hint_key_idle(key) || !hint_key_idle(other)))
 		return LAZY_SLOW;
-	/* Another guest of the file: it is written in parallel. */
-	if (guest_present(key, id->dev, id->ino, false)) {
-		guest_drop(key, id->dev, id->ino);
+	switch (guest_announce(key, id, pin)) {
+	case ANNOUNCE_SHARED:
 		return LAZY_MAKE;
+	case ANNOUNCE_NONE:
+		return LAZY_SLOW;
+	default:
+		return hint_key_idle(key) && hint_key_idle(other) ? LAZY_ALONE
+								  : LAZY_LOOK;
 	}
-	*pin = (struct guest_pin){ key, id->dev, id->ino, true };
-	return hint_key_idle(key) && hint_key_idle(other) ? LAZY_ALONE
-							  : LAZY_LOOK;
 }
 
 struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
@@ -710,21 +729,10 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 			 * (exact while that one stays a guest). */
 			if (mode == SEG_LAZY && !pin->held) {
 				mode = SEG_MAKE;
-				if (!guest_mine(arg.hint_key, id->dev,
-						id->ino) &&
-				    guest_hold(arg.hint_key, id->dev, id->ino)) {
-					if (!guest_present(arg.hint_key,
-							   id->dev, id->ino,
-							   false)) {
-						*pin = (struct guest_pin){
-							arg.hint_key, id->dev,
-							id->ino, true
-						};
-						create = false;
-						continue;
-					}
-					guest_drop(arg.hint_key, id->dev,
-						   id->ino);
+				if (guest_announce(arg.hint_key, id, pin) ==
+				    ANNOUNCE_DONE) {
+					create = false;
+					continue;
 				}
 			}
 			hint_live_add(arg.hint_key, 1);
@@ -867,7 +875,6 @@ bool segment_serves_slow(struct shim_file *f, int fd)
 	return false;
 }
 
-/* Detach f (its last reference is gone); files_lock held. */
 /*
  * Wait for this process's writes to f that are still in the kernel: a
  * thread writing through a descriptor that another thread closes, or an
@@ -898,6 +905,7 @@ static void own_writes_drain(struct shim_file *f)
 			DRAIN_OWN_MS);
 }
 
+/* Detach f (its last reference is gone); files_lock held. */
 static void file_detach(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
