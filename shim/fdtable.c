@@ -65,8 +65,8 @@ static bool is_ofd(const struct ofd *o)
 
 #define entry_get fdtable_peek
 
-/* The chunk holding fd's entry, made if missing when make says so.
- * Under fdt_lock. */
+/* The chunk holding fd's entry, made if missing when make says so (then
+ * under fdt_lock). */
 static fd_entry *chunk_of(int fd, bool make)
 {
 	fd_entry *c;
@@ -94,18 +94,34 @@ static void entry_set(int fd, struct ofd *o)
 				      memory_order_release);
 }
 
-/* Replace fd's entry if it is still old, without the lock: for the
- * entries that hold nothing (NULL, OFD_PASS, OFD_QUIET). */
+/* Replace fd's entry if it is still old, without the lock: entries that
+ * hold nothing (NULL and the markers) change this way. */
 static bool entry_cas(int fd, struct ofd *old, struct ofd *new)
 {
-	fd_entry *c;
+	fd_entry *c = chunk_of(fd, false);
 
-	if ((unsigned)fd >= FDT_MAX)
-		return false;
-	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
-				 memory_order_acquire);
 	return c && atomic_compare_exchange_strong(
 			    &c[(unsigned)fd & (FDT_CHUNK - 1)], &old, new);
+}
+
+/* fn(fd, entry, arg) for every entry in [lo, hi] of a chunk there is. */
+static void each_entry(unsigned lo, unsigned hi,
+		       void (*fn)(unsigned, fd_entry *, void *), void *arg)
+{
+	unsigned c, i;
+
+	if (hi >= FDT_MAX)
+		hi = FDT_MAX - 1;
+	for (c = lo >> FDT_SHIFT; c <= hi >> FDT_SHIFT && lo <= hi; c++) {
+		fd_entry *chunk = atomic_load(&fdt[c]);
+
+		for (i = 0; chunk && i < FDT_CHUNK; i++) {
+			unsigned fd = (c << FDT_SHIFT) | i;
+
+			if (fd >= lo && fd <= hi)
+				fn(fd, &chunk[i], arg);
+		}
+	}
 }
 
 /*
@@ -208,8 +224,6 @@ static struct ofd *ofd_new(int flags, uint32_t state, struct shim_file *f,
 	return o;
 }
 
-/* Drop one fd's reference; fd is still open (or -1 when the number no
- * longer names this file). */
 /* Descriptions holding a pin; under fdt_lock. */
 static unsigned pinned_n;
 
@@ -262,6 +276,8 @@ static void guest_leaves(int fd, const struct guest_pin *p)
 		segment_put(g, fd);
 }
 
+/* Drop one fd's reference; fd is still open (or -1 when the number no
+ * longer names this file). */
 static void ofd_put(struct ofd *o, int fd)
 {
 	struct shim_file *f;
@@ -564,9 +580,8 @@ struct ofd *fdtable_resolve(int fd)
 	if (f)
 		return segment_serves(f, fd) ? o : NULL;
 	/* Watching: one load says whether any segment exists at all. */
-	if (!hint_maybe_live())
+	if (!hint_look(&gen))
 		return NULL;
-	gen = hint_gen();
 	if (gen == __atomic_load_n(&o->checked_gen, __ATOMIC_RELAXED) &&
 	    gen != UINT64_MAX)
 		return NULL;
@@ -609,26 +624,6 @@ static void engaging_wait(struct ofd *o)
 		nanosleep(&ts, NULL);
 }
 
-/* Around an attach of a guest writer, which takes fdt_lock and may wait
- * (its writes, other guests): this thread marked inside the shim (a
- * signal handler's call meanwhile takes no lock) and not cancellable. */
-struct quiet {
-	int busy, cancel;
-};
-
-static void quiet_enter(struct quiet *q)
-{
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &q->cancel);
-	q->busy = io_busy;
-	io_busy = 1;
-}
-
-static void quiet_exit(struct quiet *q)
-{
-	io_busy = q->busy;
-	pthread_setcancelstate(q->cancel, NULL);
-}
-
 /* A guest's recheck: its own writes drained first (see above); once it
  * is in, the words its maker takes from the kernel's size (the barrier
  * stays up until then) before any size is read through them. */
@@ -636,10 +631,10 @@ static void guest_recheck(int fd, struct ofd *o, uint64_t gen)
 {
 	uint32_t idle = 0;
 	struct shim_file *f;
-	struct quiet q;
-	int saved = errno;
+	struct guard g;
 
-	quiet_enter(&q);
+	/* It takes fdt_lock and may wait (its writes, other guests). */
+	guard_enter(&g, false);
 	if (!atomic_compare_exchange_strong(&o->engaging, &idle, 1)) {
 		engaging_wait(o);
 	} else {
@@ -650,8 +645,7 @@ static void guest_recheck(int fd, struct ofd *o, uint64_t gen)
 		if (f)
 			barrier_settle(f, fd);
 	}
-	quiet_exit(&q);
-	errno = saved;
+	guard_exit(&g, 0, 0);
 }
 
 /* Attach o, making its file's segment, its writes drained first; false
@@ -661,17 +655,15 @@ static bool guest_engage(int fd, struct ofd *o)
 	struct guest_pin pin;
 	struct shim_file *f = NULL;
 	uint32_t idle = 0;
-	struct quiet q;
+	struct guard g;
 	bool servable;
-	int saved = errno;
 
 	if (atomic_load(&o->nomake))
 		return false;
-	quiet_enter(&q);
+	guard_enter(&g, false);
 	if (!atomic_compare_exchange_strong(&o->engaging, &idle, 1)) {
 		engaging_wait(o);
-		quiet_exit(&q);
-		errno = saved;
+		guard_exit(&g, 0, 0);
 		return atomic_load(&o->file) != NULL;
 	}
 	raw_drain(o);
@@ -692,8 +684,7 @@ static bool guest_engage(int fd, struct ofd *o)
 	}
 	pthread_mutex_unlock(&fdt_lock);
 	atomic_store(&o->engaging, 0);
-	quiet_exit(&q);
-	errno = saved;
+	guard_exit(&g, 0, 0);
 	return f != NULL;
 }
 
@@ -786,8 +777,7 @@ void fdtable_close(int fd)
 {
 	struct ofd *o;
 
-	o = entry_get(fd);
-	if (!o || ((is_quiet(o) || o == OFD_PASS) && entry_cas(fd, o, NULL)))
+	if (fdtable_forget_light(fd))
 		return;
 	fdt_lock_take();
 	o = entry_get(fd);
@@ -803,52 +793,34 @@ void fdtable_closed(int fd)
 	entry_cas(fd, OFD_CLOSING, NULL);
 }
 
-/* Under fdt_lock: drop every entry in [lo, hi], those of files marked as
- * closing where closing says a close follows. */
+/* Under fdt_lock: drop an entry, marking it closing where arg says a
+ * close follows and the description was an ofd. */
+static void drop_one(unsigned fd, fd_entry *e, void *arg)
+{
+	bool closing = *(bool *)arg;
+	struct ofd *o = atomic_load(e);
+
+	if (!o)
+		return;
+	atomic_store(e, closing && is_ofd(o) ? OFD_CLOSING : NULL);
+	ofd_put(o, (int)fd);
+}
+
 static void drop_range(unsigned lo, unsigned hi, bool closing)
 {
-	unsigned c, i;
+	each_entry(lo, hi, drop_one, &closing);
+}
 
-	if (hi >= FDT_MAX)
-		hi = FDT_MAX - 1;
-	for (c = lo >> FDT_SHIFT; c <= hi >> FDT_SHIFT && lo <= hi; c++) {
-		fd_entry *chunk = atomic_load(&fdt[c]);
-
-		if (!chunk)
-			continue;
-		for (i = 0; i < FDT_CHUNK; i++) {
-			unsigned fd = (c << FDT_SHIFT) | i;
-			struct ofd *o;
-
-			if (fd < lo || fd > hi)
-				continue;
-			o = atomic_load(&chunk[i]);
-			if (!o)
-				continue;
-			atomic_store(&chunk[i],
-				     closing && is_ofd(o) ? OFD_CLOSING : NULL);
-			ofd_put(o, (int)fd);
-		}
-	}
+static void closed_one(unsigned fd, fd_entry *e, void *arg)
+{
+	(void)arg;
+	if (atomic_load(e) == OFD_CLOSING)
+		entry_cas((int)fd, OFD_CLOSING, NULL);
 }
 
 void fdtable_closed_range(unsigned lo, unsigned hi)
 {
-	unsigned c, i;
-
-	if (hi >= FDT_MAX)
-		hi = FDT_MAX - 1;
-	for (c = lo >> FDT_SHIFT; c <= hi >> FDT_SHIFT && lo <= hi; c++) {
-		fd_entry *chunk = atomic_load(&fdt[c]);
-
-		for (i = 0; chunk && i < FDT_CHUNK; i++) {
-			unsigned fd = (c << FDT_SHIFT) | i;
-
-			if (fd >= lo && fd <= hi &&
-			    atomic_load(&chunk[i]) == OFD_CLOSING)
-				entry_cas((int)fd, OFD_CLOSING, NULL);
-		}
-	}
+	each_entry(lo, hi, closed_one, NULL);
 }
 
 void fdtable_close_range(unsigned lo, unsigned hi)
@@ -921,22 +893,17 @@ void fdtable_release_all(void)
 }
 
 /* Call fn(fd, o) for every entry that names an ofd; under fdt_lock. */
+static void ofd_each(unsigned fd, fd_entry *e, void *fn)
+{
+	struct ofd *o = atomic_load(e);
+
+	if (is_ofd(o))
+		((void (*)(int, struct ofd *))fn)((int)fd, o);
+}
+
 static void for_each_ofd(void (*fn)(int, struct ofd *))
 {
-	unsigned c, i;
-
-	for (c = 0; c < FDT_CHUNKS; c++) {
-		fd_entry *chunk = atomic_load(&fdt[c]);
-
-		if (!chunk)
-			continue;
-		for (i = 0; i < FDT_CHUNK; i++) {
-			struct ofd *o = atomic_load(&chunk[i]);
-
-			if (is_ofd(o))
-				fn((int)((c << FDT_SHIFT) | i), o);
-		}
-	}
+	each_entry(0, FDT_MAX - 1, ofd_each, (void *)fn);
 }
 
 static void exec_release(int fd, struct ofd *o)
@@ -1021,26 +988,26 @@ static void child_reset(int fd, struct ofd *o)
 	atomic_store(&o->append_end, 0);
 }
 
+/* The markers a fork child inherits: its quiet entries may be its
+ * parent's descriptions too; a close under way is the parent's, and the
+ * child's descriptor stays open, looked at on first use. */
+static void child_mark(unsigned fd, fd_entry *e, void *arg)
+{
+	struct ofd *o = atomic_load(e);
+
+	(void)fd;
+	(void)arg;
+	if (o == OFD_QUIET)
+		atomic_store(e, OFD_QUIET_INHERITED);
+	else if (o == OFD_CLOSING)
+		atomic_store(e, NULL);
+}
+
 void fdtable_atfork_child(void)
 {
-	unsigned c, i;
-
 	mem_atfork_release();
 	segment_atfork_child();
 	for_each_ofd(child_reset);
-	for (c = 0; c < FDT_CHUNKS; c++) {
-		fd_entry *chunk = atomic_load(&fdt[c]);
-
-		for (i = 0; chunk && i < FDT_CHUNK; i++) {
-			struct ofd *o = atomic_load(&chunk[i]);
-
-			/* A close under way is the parent's: the child's
-			 * descriptor stays open, looked at on first use. */
-			if (o == OFD_QUIET)
-				atomic_store(&chunk[i], OFD_QUIET_INHERITED);
-			else if (o == OFD_CLOSING)
-				atomic_store(&chunk[i], NULL);
-		}
-	}
+	each_entry(0, FDT_MAX - 1, child_mark, NULL);
 	pthread_mutex_unlock(&fdt_lock);
 }

@@ -624,7 +624,7 @@ static int close_range_around(unsigned int lo, unsigned int hi, int flags)
 
 /* The close forget_fd began is made: a mark left on the entry for the
  * threads that meanwhile wait on it goes (not a vfork child's: the table
- * is its parent's). */
+ * is its parent's).  Atomics only: errno stays the real call's. */
 static void closed_fd(int fd)
 {
 	if (!in_vfork_child())
@@ -639,7 +639,7 @@ static void closed_range(unsigned lo, unsigned hi)
 
 EXPORT int close(int fd)
 {
-	int r, saved;
+	int r;
 
 	forget_fd(fd);
 	/* A number the program never opened, as far as it knows: the
@@ -649,15 +649,13 @@ EXPORT int close(int fd)
 		return -1;
 	}
 	r = real_close(fd);
-	saved = errno;
 	closed_fd(fd);
-	errno = saved;
 	return r;
 }
 
 EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
-	int r, saved;
+	int r;
 
 	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC))
 		BOOKKEEP(fdtable_close_range(lo, hi));
@@ -665,10 +663,8 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 		r = close_range_around(lo, hi, flags);
 	else
 		r = real_close_range(lo, hi, flags);
-	saved = errno;
 	if (lo <= hi)
 		closed_range(lo, hi);
-	errno = saved;
 	return r;
 }
 
@@ -690,17 +686,13 @@ EXPORT void closefrom(int lowfd)
 EXPORT int fclose(FILE *stream)
 {
 	/* An fd given to fdopen goes away inside fclose, out of our sight. */
-	int fd = stream ? fileno(stream) : -1;
-
-	int r, saved;
+	int fd = stream ? fileno(stream) : -1, r;
 
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
 	r = real_fclose(stream);
-	saved = errno;
 	if (fd >= 0)
 		closed_fd(fd);
-	errno = saved;
 	return r;
 }
 
@@ -709,16 +701,14 @@ EXPORT int fclose(FILE *stream)
 static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
 			   const char *path, const char *mode, FILE *stream)
 {
-	int fd = stream ? fileno(stream) : -1, saved;
+	int fd = stream ? fileno(stream) : -1;
 	FILE *r;
 
 	if (fd >= 0)
 		BOOKKEEP(fdtable_close(fd));
 	r = real(path, mode, stream);
-	saved = errno;
 	if (fd >= 0)
 		closed_fd(fd);
-	errno = saved;
 	return r;
 }
 
@@ -760,34 +750,30 @@ static void dup_over(int oldfd, int newfd)
 
 EXPORT int dup2(int oldfd, int newfd)
 {
-	int fd, saved;
+	int fd;
 
 	BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* from a handler: newfd is adopted anew */
 	fd = real_dup2(oldfd, newfd);
-	saved = errno;
 	if (fd >= 0 && oldfd != newfd)
 		BOOKKEEP(fdtable_dup(oldfd, fd));
 	closed_fd(newfd); /* dup_over's mark, if the dup failed */
-	errno = saved;
 	return fd;
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	int fd, saved;
+	int fd;
 
 	if (oldfd != newfd)
 		BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* as in dup2 */
 	fd = real_dup3(oldfd, newfd, flags);
-	saved = errno;
 	if (fd >= 0)
 		BOOKKEEP(fdtable_dup(oldfd, fd));
 	closed_fd(newfd); /* dup_over's mark, if the dup failed */
-	errno = saved;
 	return fd;
 }
 
@@ -833,8 +819,6 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 #define READ_BODY(fallback, ...)                                   \
 	do {                                                       \
 		bool re_;                                          \
-		if (io_surely_pass(fd, false))                     \
-			return fallback;                           \
 		struct ofd *o_ = served_io(fd, &re_);              \
 		if (!o_)                                           \
 			return fallback;                           \
@@ -1091,7 +1075,7 @@ static void fix_fd_size(int fd, off_t *size, mode_t mode)
 	struct ofd *o;
 	bool re;
 
-	if (!S_ISREG(mode) || io_surely_pass(fd, false))
+	if (!S_ISREG(mode))
 		return;
 	o = served_io(fd, &re);
 	if (o)
@@ -1366,8 +1350,9 @@ static int size_call(int fd, enum size_op op, int mode, off64_t off,
 		     off64_t len)
 {
 	struct ofd *o = served(fd), *g;
+	struct guard gd;
 	uint32_t inc;
-	int r, err, busy, cancel;
+	int r, err;
 
 	if (o)
 		return op == SZ_TRUNCATE
@@ -1387,22 +1372,15 @@ static int size_call(int fd, enum size_op op, int mode, off64_t off,
 	/* Counted only once marked inside the shim and not cancellable (a
 	 * cancel pending acts first, as in the real fallocate, a
 	 * cancellation point; ftruncate and posix_fallocate are not). */
-	if (op == SZ_FALLOCATE)
-		pthread_testcancel();
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	busy = io_busy;
-	io_busy = 1;
+	guard_enter(&gd, op == SZ_FALLOCATE);
 	if (!fdtable_raw_enter(fd, g, &inc)) {
-		io_busy = busy;
-		pthread_setcancelstate(cancel, NULL);
+		guard_exit(&gd, 0, 0);
 		return size_call(fd, op, mode, off, len); /* attached */
 	}
 	r = size_real(fd, op, mode, off, len);
 	err = errno;
 	fdtable_raw_exit(g, inc);
-	io_busy = busy;
-	pthread_setcancelstate(cancel, NULL);
-	errno = err;
+	guard_exit(&gd, r, err);
 	return r;
 }
 

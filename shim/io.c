@@ -51,33 +51,6 @@
 
 __thread int io_busy __attribute__((tls_model("initial-exec")));
 
-struct guard {
-	int cancel_state;
-	int saved_errno;
-	int busy;
-};
-
-/* cancel_point: the call is a cancellation point in glibc (read, write,
- * fsync, fallocate...), so a cancel pending at entry acts here, as it
- * would in the real call; lseek, ftruncate and posix_fallocate are not. */
-static inline void guard_enter(struct guard *g, bool cancel_point)
-{
-	g->saved_errno = errno;
-	if (cancel_point)
-		pthread_testcancel();
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
-	g->busy = io_busy;
-	io_busy = 1;
-}
-
-/* Leave with the call's own errno on failure, the caller's on success. */
-static inline void guard_exit(struct guard *g, ssize_t ret, int err)
-{
-	io_busy = g->busy;
-	pthread_setcancelstate(g->cancel_state, NULL);
-	errno = ret < 0 ? err : g->saved_errno;
-}
-
 bool io_kernel_ready(void)
 {
 	static int ready; /* 0 unknown, 1 yes, 2 no */
