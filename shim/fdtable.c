@@ -32,11 +32,12 @@
 #include <string.h>
 
 
-fd_entry *_Atomic fdt[FDT_CHUNKS];
+/* The first chunk is hot.c's, on the page every call reads. */
+fd_entry *_Atomic fdt[FDT_CHUNKS] = { fdt_chunk0 };
 static pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ofd *ofd_free;
 
-/* The objects quiet entries point at, never written: no file, no pin, no
+/* fdt_mark (hot.c): the objects quiet entries point at, never written: no file, no pin, no
  * flags — what the fast paths read says "the kernel's".  A fork child's
  * inherited quiet entries point at the second: woken, the description may
  * be its parent's too (the `shared` of an inherited ofd).  The third
@@ -45,11 +46,10 @@ static struct ofd *ofd_free;
  * fdtable_closed): its file may be leaving, and a call that finds it
  * waits for the close, then goes to the kernel, rather than attach the
  * number anew while it is still open. */
-static struct ofd ofd_mark[4];
-#define OFD_QUIET (&ofd_mark[0])
-#define OFD_QUIET_INHERITED (&ofd_mark[1])
-#define OFD_WAKING (&ofd_mark[2])
-#define OFD_CLOSING (&ofd_mark[3])
+#define OFD_QUIET (&fdt_mark[0])
+#define OFD_QUIET_INHERITED (&fdt_mark[1])
+#define OFD_WAKING (&fdt_mark[2])
+#define OFD_CLOSING (&fdt_mark[3])
 
 static bool is_quiet(const struct ofd *o)
 {

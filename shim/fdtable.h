@@ -83,19 +83,26 @@ struct ofd *fdtable_resolve(int fd);
 
 typedef struct ofd *_Atomic fd_entry;
 extern fd_entry *_Atomic fdt[FDT_CHUNKS];
+/* The first chunk (fdt[0], always there) and the objects the markers of
+ * fdtable.c point at: on the page every call reads (hot.c). */
+extern fd_entry fdt_chunk0[FDT_CHUNK];
+#define FDT_MARKS 4
+extern struct ofd fdt_mark[FDT_MARKS];
 
 /* The entry as it is, without adopting or re-checking (NULL: unknown):
- * two dependent loads. */
+ * one load below FDT_CHUNK, two dependent loads above. */
 static inline struct ofd *fdtable_peek(int fd)
 {
-	fd_entry *c;
+	fd_entry *c = fdt_chunk0;
 
-	if ((unsigned)fd >= FDT_MAX)
-		return OFD_PASS;
-	c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
-				 memory_order_acquire);
-	if (!c)
-		return NULL;
+	if ((unsigned)fd >= FDT_CHUNK) {
+		if ((unsigned)fd >= FDT_MAX)
+			return OFD_PASS;
+		c = atomic_load_explicit(&fdt[(unsigned)fd >> FDT_SHIFT],
+					 memory_order_acquire);
+		if (!c)
+			return NULL;
+	}
 	return atomic_load_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)],
 				    memory_order_acquire);
 }

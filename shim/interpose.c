@@ -829,10 +829,11 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 /*
  * The busiest wrappers: the test that passes a call through first, with
  * nothing else in the function, so that it costs no frame; the rest in a
- * function of its own.
+ * function of its own.  Together in .text.hot: one page of code for all
+ * of them (a page is a TLB miss after each system call, hot.c).
  */
 #define HOT_WRAPPER(ret, name, write, params, args)                       \
-	EXPORT ret name params                                           \
+	EXPORT __attribute__((hot)) ret name params                      \
 	{                                                                \
 		if (io_surely_pass(fd, write))                           \
 			return real_##name args;                         \

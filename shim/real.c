@@ -13,11 +13,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#define REAL(ret, name, params) ret(*real_##name) params;
-#define COMPAT(ret, name, params, version) REAL(ret, name, params)
-#include "real.def"
-#undef REAL
-#undef COMPAT
+/* The pointers themselves are defined in hot.c, on the page every
+ * read and write looks at. */
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 

@@ -978,7 +978,7 @@ out:
 	pthread_mutex_unlock(&files_lock);
 }
 
-int segment_exec_pending;
+/* segment_exec_pending is defined in hot.c. */
 
 void segment_exec_wait(void)
 {

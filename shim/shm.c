@@ -310,7 +310,6 @@ fail_fd:
  * a crash (a segment left behind), never under-counts: creators add before
  * creating and subtract after unlinking.
  */
-#define HINTS_MAX 33 /* the user and 32 groups */
 #define HINTS_EXTRA 8 /* other users' hints, for root */
 
 /* HINT_NODIR: the segment directory is not there, so no segment can be:
@@ -322,8 +321,7 @@ static struct hint_entry {
 	uint64_t key;
 	struct dioshim_hint *h;
 } hint_extra[HINTS_EXTRA];
-struct dioshim_hint *hint_set[HINTS_MAX];
-int hint_count;
+/* hint_set and hint_count are defined in hot.c. */
 static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t hint_keys[HINTS_MAX];
 

@@ -108,7 +108,8 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta);
 /* The hints this process reads (its user's and its groups'), once
  * mapped (hint_count 0 before, or if one is unusable): for the check on
  * the path of every call the shim does not serve, a few loads. */
-extern struct dioshim_hint *hint_set[];
+#define HINTS_MAX 33 /* the user and 32 groups */
+extern struct dioshim_hint *hint_set[HINTS_MAX];
 extern int hint_count;
 
 /* hint_gen() into *gen (read first: a segment made after it moves it),

@@ -14,6 +14,8 @@
 
 #include "config.h"
 #include "fdtable.h"
+#include "real.h"
+#include "shm.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -29,12 +31,42 @@ static bool seg_exists(int fd)
 	return stat(p, &ss) == 0;
 }
 
+/* What every read and write looks at is on one page (hot.c): the exec
+ * flag, the hints' pointers, the real functions, the markers and the
+ * first few hundred entries of the fd table. */
+static void hot_page(void)
+{
+	uintptr_t page = (uintptr_t)&segment_exec_pending & ~(uintptr_t)4095;
+	const void *hot[] = { &segment_exec_pending, &hint_count,
+			      &hint_set[HINTS_MAX - 1], &real_read,
+			      &real_write, &real_pread, &real_pwrite,
+			      &real_pread64, &real_pwrite64,
+			      &fdt_mark[FDT_MARKS - 1] + 1, &fdt_chunk0[255] };
+	unsigned i;
+
+	CHECK_EQ((uintptr_t)&segment_exec_pending & 4095, 0);
+	for (i = 0; i < sizeof(hot) / sizeof(hot[0]); i++)
+		CHECK_EQ((uintptr_t)hot[i] & ~(uintptr_t)4095, page);
+	CHECK(fdt[0] == fdt_chunk0);
+}
+
+static bool seg_exists_path(const char *path)
+{
+	struct stat st, ss;
+	char p[512];
+
+	stat(path, &st);
+	segment_path(p, sizeof(p), st.st_dev, st.st_ino);
+	return stat(p, &ss) == 0;
+}
+
 int main(void)
 {
 	char path[512], path2[512];
 	struct ofd *o, *o2;
 	int fd, fd2, fd3, pfd[2];
 
+	hot_page();
 	setenv("DIOSHIM_ENGAGE", "always", 1);
 	unit_setup();
 	fd = unit_file("a", 0, path, sizeof(path));
@@ -89,6 +121,32 @@ int main(void)
 	fdtable_close(fd3);
 	close(fd3);
 	fdtable_closed(fd3);
+
+	/* Across the first chunk's end (hot.c's, then one made on demand):
+	 * a dup at 1023 and one at 1500 share the ofd of the first. */
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_DIRECT, 0);
+	o = fdtable_resolve(fd);
+	CHECK(o && atomic_load(&o->file));
+	CHECK_EQ(dup2(fd, FDT_CHUNK - 1), FDT_CHUNK - 1);
+	fdtable_dup(fd, FDT_CHUNK - 1);
+	CHECK_EQ(dup2(fd, FDT_CHUNK + 476), FDT_CHUNK + 476);
+	fdtable_dup(fd, FDT_CHUNK + 476);
+	CHECK(fdtable_resolve(FDT_CHUNK - 1) == o);
+	CHECK(fdtable_resolve(FDT_CHUNK + 476) == o);
+	CHECK_EQ(o->refs, 3);
+	CHECK(fdtable_peek(FDT_CHUNK + 477) == NULL);
+	CHECK(fdtable_peek(FDT_MAX) == OFD_PASS);
+	fdtable_close(FDT_CHUNK - 1);
+	close(FDT_CHUNK - 1);
+	fdtable_closed(FDT_CHUNK - 1);
+	fdtable_close(FDT_CHUNK + 476);
+	close(FDT_CHUNK + 476);
+	fdtable_closed(FDT_CHUNK + 476);
+	CHECK_EQ(o->refs, 1);
+	fdtable_close(fd);
+	close(fd);
+	fdtable_closed(fd);
+	CHECK(!seg_exists_path(path));
 
 	/* Pipes pass through. */
 	CHECK(pipe(pfd) == 0);
