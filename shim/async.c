@@ -550,6 +550,44 @@ static struct shim_file *served_writer(int fd, struct ofd **op)
 	return f;
 }
 
+/*
+ * A queued read of a served file ends at its logical size, as a
+ * synchronous one does: the length it may have, len cut, which the
+ * caller writes in the request before the kernel reads it (the kernel's
+ * from then on: nothing is changed after).  The size is the one at
+ * submission: the kernel alone may give more if an append lands first,
+ * never less.  A direct read keeps its length where the cut would break
+ * its alignment (a gap: it may then read reserved zeros).
+ */
+static uint64_t queued_read_len(int fd, uint64_t off, uint64_t len,
+				struct ofd **uncut)
+{
+	struct ofd *o = shim_served(fd);
+	struct shim_file *f;
+	uint64_t eof, n, align;
+	uint32_t flags;
+
+	if (uncut)
+		*uncut = NULL;
+	if (!o || !(f = atomic_load_explicit(&o->file, memory_order_acquire)) ||
+	    off > (uint64_t)INT64_MAX)
+		return len;
+	flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH))
+		return len;
+	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
+	if (off + len <= eof)
+		return len;
+	n = off >= eof ? 0 : eof - off;
+	align = f->dio_off_align ? f->dio_off_align : 512;
+	if ((flags & O_DIRECT) && (n & (align - 1))) {
+		if (uncut)
+			*uncut = o;
+		return len;
+	}
+	return n;
+}
+
 /* What a queued write asks for: its length, and the OR of its buffers'
  * addresses and of their lengths, empty ones left out (wtx_refused). */
 struct span {
@@ -816,10 +854,84 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 	io_busy = busy;
 }
 
+/*
+ * Direct reads submitted across a logical end they could not be cut at
+ * (queued_read_len): the count the kernel reports is cut when the event
+ * is reaped through io_getevents or io_pgetevents, as pread's is.  An
+ * event the program takes from the ring itself keeps the kernel's count
+ * (a gap: the reserved tail's zeros).  Under async_lock.
+ */
+#define READ_CLAMPS 64
+static struct read_clamp {
+	uintptr_t iocb; /* 0: free */
+	int64_t max;
+} read_clamps[READ_CLAMPS];
+static _Atomic int read_clamps_n;
+
+static void read_clamp_add(const struct iocb *io, struct ofd *o)
+{
+	struct shim_file *f = atomic_load_explicit(&o->file,
+						   memory_order_acquire);
+	uint64_t eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
+	int i;
+
+	for (i = 0; i < READ_CLAMPS; i++)
+		if (!read_clamps[i].iocb) {
+			read_clamps[i].iocb = (uintptr_t)io;
+			read_clamps[i].max = (uint64_t)io->u.c.offset >= eof
+						     ? 0
+						     : (int64_t)(eof -
+							(uint64_t)io->u.c.offset);
+			atomic_fetch_add(&read_clamps_n, 1);
+			return;
+		}
+	log_once("more than %d direct reads across an unaligned end in "
+		 "flight: the rest keep the kernel's count", READ_CLAMPS);
+}
+
+/* io submitted anew (its last request was done, whoever reaped it), or
+ * not taken: no clamp of an earlier request may apply to it. */
+static void read_clamp_drop(const struct iocb *io)
+{
+	int j;
+
+	if (!atomic_load(&read_clamps_n))
+		return;
+	for (j = 0; j < READ_CLAMPS; j++)
+		if (read_clamps[j].iocb == (uintptr_t)io) {
+			read_clamps[j].iocb = 0;
+			atomic_fetch_sub(&read_clamps_n, 1);
+		}
+}
+
+/* The events just reaped: the clamped reads' counts cut. */
+static void read_clamp_apply(struct io_event *ev, int n)
+{
+	int i, j;
+
+	if (n <= 0 || !atomic_load(&read_clamps_n))
+		return;
+	pthread_mutex_lock(&async_lock);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < READ_CLAMPS; j++) {
+			struct read_clamp *c = &read_clamps[j];
+
+			if (c->iocb != (uintptr_t)ev[i].obj)
+				continue;
+			if ((int64_t)ev[i].res > c->max)
+				ev[i].res = (unsigned long)c->max;
+			c->iocb = 0;
+			atomic_fetch_sub(&read_clamps_n, 1);
+			break;
+		}
+	pthread_mutex_unlock(&async_lock);
+}
+
 /* Submit iocbs[0, n) (at most BATCH_FILES files): the shim's part. */
 static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 {
 	struct aio_mark app[64];
+	unsigned long app_nbytes[64]; /* a read's length before its cut */
 	struct aop *ops[64];
 	struct aring *r;
 	struct batch b;
@@ -846,8 +958,25 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		app[i].app_off = io->u.c.offset;
 		app[i].app_flags = io->aio_rw_flags;
 		app[i].app_opcode = io->aio_lio_opcode;
+		app_nbytes[i] = io->u.c.nbytes;
+		read_clamp_drop(io);
 		if (!r)
 			continue;
+		/* Its length cut, and left so: the kernel copies it at
+		 * submission, the iocb is the application's again once
+		 * reaped (it reads its own length back cut). */
+		if (io->aio_lio_opcode == IO_CMD_PREAD) {
+			struct ofd *uncut;
+
+			if (io->u.c.offset < 0)
+				continue;
+			io->u.c.nbytes = queued_read_len(
+				io->aio_fildes, (uint64_t)io->u.c.offset,
+				io->u.c.nbytes, &uncut);
+			if (uncut)
+				read_clamp_add(io, uncut);
+			continue;
+		}
 		if (io->aio_lio_opcode == IO_CMD_FSYNC ||
 		    io->aio_lio_opcode == IO_CMD_FDSYNC) {
 			if (prepare_sync(io->aio_fildes, io->aio_lio_opcode ==
@@ -891,6 +1020,8 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	for (i = take - 1; i >= (ret > 0 ? ret : 0); i--) {
 		struct iocb *io = iocbs[i];
 
+		io->u.c.nbytes = app_nbytes[i];
+		read_clamp_drop(io);
 		if (app[i].iocb) {
 			struct aio_mark *m = aio_mark_slot(io, false);
 
@@ -934,7 +1065,8 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 				fdtable_engage_fd(io.aio_fildes);
 			*any = *any || ((aio_is_write(&io) ||
 					 io.aio_lio_opcode == IO_CMD_FSYNC ||
-					 io.aio_lio_opcode == IO_CMD_FDSYNC) &&
+					 io.aio_lio_opcode == IO_CMD_FDSYNC ||
+					 io.aio_lio_opcode == IO_CMD_PREAD) &&
 					!fdtable_surely_pass(io.aio_fildes));
 		}
 		if (got < n)
@@ -996,6 +1128,7 @@ EXPORT int io_getevents(io_context_t ctx, long min_nr, long nr,
 	int ret = lazy_io_getevents()(ctx, min_nr, nr, events, timeout);
 	int saved = errno;
 
+	read_clamp_apply(events, ret);
 	aio_after_reap();
 	errno = saved;
 	return ret;
@@ -1009,6 +1142,7 @@ EXPORT int io_pgetevents(io_context_t ctx, long min_nr, long nr,
 				       sigset);
 	int saved = errno;
 
+	read_clamp_apply(events, ret);
 	aio_after_reap();
 	errno = saved;
 	return ret;
@@ -1080,6 +1214,11 @@ static bool uring_is_write(uint8_t op)
 	       op == IORING_OP_WRITE_FIXED;
 }
 
+static bool uring_is_read(uint8_t op)
+{
+	return op == IORING_OP_READ || op == IORING_OP_READ_FIXED;
+}
+
 /* The fd an SQE's request works on (a registered file's own fd). */
 static int uring_fd(struct aring *r, const struct io_uring_sqe *s)
 {
@@ -1117,7 +1256,8 @@ static bool uring_any_served(struct io_uring *ring)
 		uint8_t op = s->opcode;
 
 		if (!uring_is_write(op) && op != IORING_OP_FSYNC &&
-		    op != IORING_OP_FALLOCATE)
+		    op != IORING_OP_FALLOCATE &&
+		    !(uring_is_read(op) && !hint_surely_dead()))
 			continue;
 		/* a registered file: its fd is known under the lock */
 		if ((s->flags & IOSQE_FIXED_FILE) ||
@@ -1184,6 +1324,11 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 		}
 		if (s->opcode == IORING_OP_FALLOCATE) {
 			prepare_fallocate(b, r, s, fd);
+			continue;
+		}
+		if (uring_is_read(s->opcode)) {
+			s->len = (__u32)queued_read_len(fd, s->off, s->len,
+							NULL);
 			continue;
 		}
 		if (!uring_is_write(s->opcode) || !uring_span(s, &sp))
@@ -1275,6 +1420,19 @@ static bool uring_plain_write(const struct io_uring *ring,
 	       !(ring->flags & IORING_SETUP_IOPOLL);
 }
 
+/* s made by the shim already, with result ret: the entry becomes a NOP
+ * that gives it. */
+static void sqe_done(struct io_uring_sqe *s, ssize_t ret)
+{
+	s->opcode = IORING_OP_NOP;
+	s->fd = -1;
+	s->off = 0;
+	s->addr = 0;
+	s->rw_flags = IORING_NOP_INJECT_RESULT;
+	s->len = (__u32)(int32_t)ret;
+	s->buf_index = 0;
+}
+
 static void uring_write_skipped(struct io_uring *ring)
 {
 	bool chained = false, drained = false;
@@ -1331,16 +1489,57 @@ static void uring_write_skipped(struct io_uring *ring)
 		if (ret < 0)
 			ret = -errno;
 		errno = saved;
-		s->opcode = IORING_OP_NOP;
 		/* A short write completes even when success is skipped. */
 		if (ret >= 0 && (uint64_t)ret < sp.len)
 			s->flags &= (__u8)~IOSQE_CQE_SKIP_SUCCESS;
-		s->fd = -1;
-		s->off = 0;
-		s->addr = 0;
-		s->rw_flags = IORING_NOP_INJECT_RESULT;
-		s->len = (__u32)(int32_t)ret;
-		s->buf_index = 0;
+		sqe_done(s, ret);
+	}
+}
+
+/*
+ * A direct read across a logical end the kernel cannot be asked to stop
+ * at (the cut length would break its alignment): read now, as pread
+ * reads (the count cut at the end), and the entry made a NOP that gives
+ * that result (Linux 6.10).  Only an entry that may start at once: not
+ * behind a link or a drain.
+ */
+static void uring_read_now(struct io_uring *ring)
+{
+	bool chained = false, drained = false;
+	unsigned i;
+
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		struct io_uring_sqe *s = uring_sqe(ring, i);
+		bool inside = chained;
+		struct io_req req;
+		struct ofd *o;
+		ssize_t ret;
+		int fd = s->fd, saved, busy;
+
+		chained = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
+		drained |= s->flags & IOSQE_IO_DRAIN;
+		/* Not in a chain (a short read breaks it, a NOP's result
+		 * does not), nor a registered file's (its fd is the ring's
+		 * to say, under the lock). */
+		if (!uring_is_read(s->opcode) || inside || chained || drained ||
+		    (s->flags & (IOSQE_BUFFER_SELECT | IOSQE_FIXED_FILE)) ||
+		    s->off == UINT64_MAX || fd < 0)
+			continue;
+		busy = io_busy;
+		io_busy = 1;
+		queued_read_len(fd, s->off, s->len, &o);
+		io_busy = busy;
+		if (!o || !nop_injects())
+			continue;
+		req = (struct io_req){ .kind = IO_P, .fd = fd,
+				       .buf = (void *)(uintptr_t)s->addr,
+				       .len = s->len, .off = (off_t)s->off };
+		saved = errno;
+		ret = io_read(o, &req, false);
+		if (ret < 0)
+			ret = -errno;
+		errno = saved;
+		sqe_done(s, ret);
 	}
 }
 
@@ -1366,6 +1565,8 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 		uring_prepare(b, ring, r);
 	}
 	pthread_mutex_unlock(&async_lock);
+	/* outside the lock: the read settles the rings itself */
+	uring_read_now(ring);
 	return true;
 }
 

@@ -836,33 +836,51 @@ static void punch_note(struct dioshim_seg *seg, uint64_t off, uint64_t end)
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
 }
 
+bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q)
+{
+	bool recovered;
+
+	q->f = f;
+	q->fd = fd;
+	q->raised = barrier_raise_fd(f, fd);
+	if (!q->raised)
+		return false;
+	q->locked = seg_lock(&f->seg->ext_lock, &recovered);
+	barrier_changing(f); /* as in io_ftruncate */
+	reserve_trim(f, fd);
+	/* Blocks moved or written behind the write path: the bitmap of
+	 * prefilled, never written blocks means nothing now. */
+	prefill_forget_all(f);
+	return true;
+}
+
+void io_resume(struct quiesce *q)
+{
+	struct dioshim_seg *seg;
+
+	if (!q->raised)
+		return;
+	seg = q->f->seg;
+	reserve_resync(q->f, q->fd);
+	atomic_store(&seg->async_end, 0);
+	if (q->locked)
+		seg_unlock(&seg->ext_lock);
+	barrier_lower(q->f);
+	q->raised = false;
+}
+
 /* A call whose kernel semantics depend on the size (collapse, insert, a
- * mode we do not know): quiesce, drop the reservation, let the kernel act
- * on the true size, and take the size it leaves. */
+ * mode we do not know): quiesced (io_quiesce). */
 static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 			      off_t len, bool posix, int *err)
 {
-	struct dioshim_seg *seg = f->seg;
-	bool locked, recovered;
+	struct quiesce q;
 	int ret;
 
-	if (!barrier_raise_fd(f, fd)) {
-		ret = call_fallocate(fd, mode, off, len, posix);
-		*err = errno;
-		return ret;
-	}
-	locked = seg_lock(&seg->ext_lock, &recovered);
-	barrier_changing(f); /* as in io_ftruncate */
-	reserve_trim(f, fd);
-	/* Collapse and insert move blocks: the bitmap means nothing now. */
-	prefill_forget_all(f);
+	io_quiesce(f, fd, &q);
 	ret = call_fallocate(fd, mode, off, len, posix);
 	*err = errno;
-	reserve_resync(f, fd);
-	atomic_store(&seg->async_end, 0);
-	if (locked)
-		seg_unlock(&seg->ext_lock);
-	barrier_lower(f);
+	io_resume(&q);
 	return ret;
 }
 

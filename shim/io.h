@@ -99,6 +99,23 @@ int io_ftruncate(struct ofd *o, int fd, off_t len);
 int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
 		 bool posix);
 
+/*
+ * A call the kernel makes on f's blocks and size behind the write path: a
+ * copy or a splice into it, a clone, a dedupe or an exchange of ranges, a
+ * fallocate that moves blocks.  io_quiesce drains f's writers (the
+ * barrier, every process's) and cuts its reservation, so that the kernel
+ * sees the size the application does; io_resume takes the size the call
+ * left as the file's and lets the writers go.  False (nothing held): the
+ * barrier could not be raised, the call goes as it is.
+ */
+struct quiesce {
+	struct shim_file *f;
+	int fd;
+	bool raised, locked;
+};
+bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q);
+void io_resume(struct quiesce *q);
+
 /* fsync / fdatasync: keeps the EOF record able to find the size being
  * made durable, then syncs (shared with concurrent callers when group
  * commit is on). */

@@ -337,3 +337,19 @@ field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 	done
 	rm -f "$F" "$F.k"
 }
+
+# Issue 13, case 1: queued reads at and across the logical end return what
+# the kernel alone returns (the reserved tail is not read as zeros).
+@test "io_uring READ and READ_FIXED, libaio PREAD, at and across the end, direct and buffered: the kernel alone's counts" {
+	local k s
+	k=$(noshim "$HELPERS/qread" "$F.k")
+	s=$(shim "$HELPERS/qread" "$F")
+	echo "kernel alone:"
+	echo "$k"
+	echo "under the shim:"
+	echo "$s"
+	[ "$s" = "$k" ]
+	grep -q '^read_across_end 4096$' <<<"$k"
+	[ "$(real_size "$F")" = "$(real_size "$F.k")" ]
+	assert_no_segment "$F"
+}
