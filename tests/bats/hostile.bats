@@ -91,7 +91,10 @@ check_b() {
 			dd if=/dev/urandom of="$seg" bs=8 count=1 \
 				seek=$((lazy + RANDOM % 4096)) conv=notrunc status=none
 		done
-		out=$(timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b) ||
+		# A fuzzed tail can make an append wait for a predecessor
+		# that never was: it gives up after 120 s (APPEND_GIVE_UP_NS,
+		# reserve.c); a hang is what lasts past that.
+		out=$(timeout 180 "$DIOSHIM" "$HELPERS/segprobe" "$F" b) ||
 			{ echo "round $i: exit $?: $out"; return 1; }
 		check_b "$out"
 		rm -f "$seg"
