@@ -7,11 +7,22 @@
 #   make bench SECS=2 REPS=3    shorter (settings: see bench/run.sh)
 #   make demo                   the main job in a minute or two
 
-BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite
+BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite \
+	$(BUILD)/fwd.so $(BUILD)/callcost
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \
-	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS
+	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS CALL_REPS
 BENCH_CMD := $(strip make bench $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)='$($(v))')))
+
+# The "forwarder" side of the overhead section.
+$(BUILD)/fwd.so: bench/fwd.c
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -shared \
+		-fvisibility=hidden -o $@ $< -ldl
+
+$(BUILD)/callcost: bench/callcost.c
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
 bench: deps $(BENCH_BIN)
 	@BUILD=$(abspath $(BUILD)) BENCH_CMD="$(BENCH_CMD)" bench/run.sh

@@ -33,6 +33,7 @@
 #                   the liburing writer's records (async section)
 #   CHECK=first     first|all: which reps to verify
 #   TAR_FILES=8000 TAR_REPS=7    the launcher-overhead budget
+#   CALL_REPS=7                  its per-call cost (bench/callcost)
 #   NOTE=...        a line for RESULTS.md's header (e.g. "noisy machine")
 #   KEEP_DIR=/var/tmp   where a file that fails its check is kept
 #   RESULTS=bench/RESULTS.md     where the tables go ("" = stdout only)
@@ -71,6 +72,7 @@ ASYNCWRITE=$BUILD/tests/helpers/asyncwrite
 CHECK=${CHECK:-first}
 TAR_FILES=${TAR_FILES:-8000}
 TAR_REPS=${TAR_REPS:-7}
+CALL_REPS=${CALL_REPS:-7}
 NOTE=${NOTE:-}
 RESULTS=${RESULTS-$TOP/bench/RESULTS.md}
 BS=4096
@@ -172,6 +174,9 @@ run_side() {
 	shift
 	case $side in
 	dioshim) "$DIOSHIM" -- "$@" ;;
+	# an LD_PRELOAD library that only forwards (bench/fwd.c): what any
+	# interposer costs here
+	forwarder) env LD_PRELOAD="$BUILD/fwd.so" "$@" ;;
 	# dioshim without the extent-lock table: what the table costs
 	nolock) DIOSHIM_RANGELOCK=0 "$DIOSHIM" -- "$@" ;;
 	*) "$@" ;;
@@ -761,7 +766,7 @@ small_writes() {
 }
 
 bench_overhead() {
-	local fs=$1 dir=$SCRATCH_MNT/overhead d i rep side ms cpu t dc v ok
+	local fs=$1 dir=$SCRATCH_MNT/overhead d i rep side ms cpu t dc v ok fm fk fd
 	mkdir -p "$dir/tree"
 	# A few thousand small files: 100 per directory, 2-14 KiB each.
 	for ((d = 0; d < TAR_FILES / 100; d++)); do
@@ -772,7 +777,7 @@ bench_overhead() {
 	tar -cf "$dir/src.tar" -C "$dir/tree" .
 	for t in tar dd; do
 		for ((rep = 1; rep <= TAR_REPS; rep++)); do
-			for side in kernel dioshim; do
+			for side in kernel forwarder dioshim; do
 				rm -rf "$dir/out" "$dir/out.tar" "$dir/small.dat"
 				mkdir "$dir/out"
 				sync -f "$SCRATCH_MNT"
@@ -796,17 +801,28 @@ bench_overhead() {
 		"the launcher. CPU is user+sys of the command and its children." \
 		"The overheads are the median of the pair-by-pair ratios (each" \
 		"dioshim run against the plain run just before it), which a" \
-		"drifting machine moves less than the ratio of the medians."
+		"drifting machine moves less than the ratio of the medians." \
+		"\"forwarder\" is the command under an LD_PRELOAD library that" \
+		"only hands the same calls on (bench/fwd.c): what any interposer" \
+		"costs on this machine, and the last column what dioshim adds" \
+		"to it."
 	blank
 	emit "| program | plain ms | dioshim ms | wall overhead | budget |" \
-		"plain CPU ms | dioshim CPU ms | CPU overhead |"
-	emit "|---|--:|--:|--:|---|--:|--:|--:|"
+		"plain CPU ms | dioshim CPU ms | CPU overhead |" \
+		"forwarder ms | forwarder overhead | dioshim over the forwarder |"
+	emit "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|"
 	for t in tar dd; do
 		medians "$fs|ovh-$t|-"
 		d=$(paired_pct "${IOPS["$fs|ovh-$t|-|kernel"]}" \
 			"${IOPS["$fs|ovh-$t|-|dioshim"]}")
 		dc=$(paired_pct "${CPU["$fs|ovh-$t|-|kernel"]}" \
 			"${CPU["$fs|ovh-$t|-|dioshim"]}")
+		# shellcheck disable=SC2086
+		fm=$(median ${IOPS["$fs|ovh-$t|-|forwarder"]:-} | rnd 0)
+		fk=$(paired_pct "${IOPS["$fs|ovh-$t|-|kernel"]}" \
+			"${IOPS["$fs|ovh-$t|-|forwarder"]}")
+		fd=$(paired_pct "${IOPS["$fs|ovh-$t|-|forwarder"]}" \
+			"${IOPS["$fs|ovh-$t|-|dioshim"]}")
 		case $t in
 		tar) i="tar -x then tar -c of $TAR_FILES small files" ;;
 		dd) i="dd bs=512 count=200000 (buffered write() calls)" ;;
@@ -814,12 +830,49 @@ bench_overhead() {
 		# No pair measured: no verdict (awk would take nan for 0).
 		if [ "$d" = nan ]; then ok="no runs"; else ok=$(met "$d < 2"); fi
 		emit "| $i | $K_IOPS | $S_IOPS | $d% | $ok |" \
-			"${K_CPU%.*} | ${S_CPU%.*} | $dc% |"
+			"${K_CPU%.*} | ${S_CPU%.*} | $dc% | $fm | $fk% | $fd% |"
 		v="- **$fs, \`dioshim --\` on a program without O_DIRECT ($t):**"
-		v+=" $d% wall time (budget < 2%: $ok), $dc% CPU."
+		v+=" $d% wall time (budget < 2%: $ok), $dc% CPU; a forwarding"
+		v+=" library alone $fk%, dioshim $fd% over it."
 		SUMMARY+=("$v")
 	done
+	bench_callcost "$fs" "$dir"
 	rm -rf "$dir"
+}
+
+# The same cost per call, told apart from the noise: bench/callcost's
+# fastest batches of read()+write() pairs, each side's median over
+# CALL_REPS interleaved runs.
+bench_callcost() {
+	local fs=$1 dir=$2 rep side best p10 mid k f s
+	local -A BEST
+	for ((rep = 1; rep <= CALL_REPS; rep++)); do
+		for side in kernel forwarder dioshim; do
+			read -r best p10 mid < <(run_side "$side" \
+				"$BUILD/callcost" "$dir/calls.dat" 300) ||
+				die "callcost failed ($side)"
+			BEST[$side]+="$best "
+			printf '[%s] callcost rep %s/%s %-9s %s ns (p10 %s, median %s)\n' \
+				"$fs" "$rep" "$CALL_REPS" "$side" "$best" "$p10" "$mid"
+		done
+	done
+	# shellcheck disable=SC2086
+	k=$(median ${BEST[kernel]}) f=$(median ${BEST[forwarder]})
+	# shellcheck disable=SC2086
+	s=$(median ${BEST[dioshim]})
+	blank
+	emit "Per call (\`bench/callcost\`: a 512-byte read() of /dev/zero and" \
+		"write() to a file here, the fastest of 300 batches of 1000" \
+		"pairs, median of $CALL_REPS interleaved runs; under" \
+		"\`LD_PRELOAD\` through the same launchers as above):"
+	blank
+	emit "| ns per read+write | kernel alone | forwarder | dioshim |" \
+		"forwarder over the kernel | dioshim over the kernel |" \
+		"dioshim over the forwarder |"
+	emit "|---|--:|--:|--:|--:|--:|--:|"
+	emit "| $fs | $k | $f | $s | $(calc "%+.1f%%" "($f / $k - 1) * 100") |" \
+		"$(calc "%+.1f%%" "($s / $k - 1) * 100") |" \
+		"$(calc "%+.1f%%" "($s / $f - 1) * 100") |"
 }
 
 # ---- main ----------------------------------------------------------------------
