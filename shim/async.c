@@ -556,11 +556,13 @@ static struct shim_file *served_writer(int fd, struct ofd **op)
  * caller writes in the request before the kernel reads it (the kernel's
  * from then on: nothing is changed after).  The size is the one at
  * submission: the kernel alone may give more if an append lands first,
- * never less.  A direct read keeps its length where the cut would break
- * its alignment (a gap: it may then read reserved zeros).
+ * never less.  A direct read whose cut would break its alignment, and a
+ * vectored one (its length is in its iovecs, which are the program's),
+ * keep their length: *uncut says so (the callers then read it now, or
+ * cut its count when it is reaped).
  */
 static uint64_t queued_read_len(int fd, uint64_t off, uint64_t len,
-				struct ofd **uncut)
+				bool vec, struct ofd **uncut)
 {
 	struct ofd *o = shim_served(fd);
 	struct shim_file *f;
@@ -580,7 +582,7 @@ static uint64_t queued_read_len(int fd, uint64_t off, uint64_t len,
 		return len;
 	n = off >= eof ? 0 : eof - off;
 	align = f->dio_off_align ? f->dio_off_align : 512;
-	if ((flags & O_DIRECT) && (n & (align - 1))) {
+	if (vec || ((flags & O_DIRECT) && (n & (align - 1)))) {
 		if (uncut)
 			*uncut = o;
 		return len;
@@ -972,9 +974,23 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 				continue;
 			io->u.c.nbytes = queued_read_len(
 				io->aio_fildes, (uint64_t)io->u.c.offset,
-				io->u.c.nbytes, &uncut);
+				io->u.c.nbytes, false, &uncut);
 			if (uncut)
 				read_clamp_add(io, uncut);
+			continue;
+		}
+		if (io->aio_lio_opcode == IO_CMD_PREADV) {
+			struct ofd *uncut;
+			struct span sp;
+
+			if (io->u.v.offset >= 0 &&
+			    iov_sum(io->u.v.vec, io->u.v.nr, &sp)) {
+				queued_read_len(io->aio_fildes,
+						(uint64_t)io->u.v.offset,
+						sp.len, true, &uncut);
+				if (uncut)
+					read_clamp_add(io, uncut);
+			}
 			continue;
 		}
 		if (io->aio_lio_opcode == IO_CMD_FSYNC ||
@@ -1066,7 +1082,8 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 			*any = *any || ((aio_is_write(&io) ||
 					 io.aio_lio_opcode == IO_CMD_FSYNC ||
 					 io.aio_lio_opcode == IO_CMD_FDSYNC ||
-					 io.aio_lio_opcode == IO_CMD_PREAD) &&
+					 io.aio_lio_opcode == IO_CMD_PREAD ||
+					 io.aio_lio_opcode == IO_CMD_PREADV) &&
 					!fdtable_surely_pass(io.aio_fildes));
 		}
 		if (got < n)
@@ -1216,7 +1233,8 @@ static bool uring_is_write(uint8_t op)
 
 static bool uring_is_read(uint8_t op)
 {
-	return op == IORING_OP_READ || op == IORING_OP_READ_FIXED;
+	return op == IORING_OP_READ || op == IORING_OP_READ_FIXED ||
+	       op == IORING_OP_READV;
 }
 
 /* The fd an SQE's request works on (a registered file's own fd). */
@@ -1327,8 +1345,10 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			continue;
 		}
 		if (uring_is_read(s->opcode)) {
-			s->len = (__u32)queued_read_len(fd, s->off, s->len,
-							NULL);
+			/* (a READV's len counts its iovecs: uring_read_now) */
+			if (s->opcode != IORING_OP_READV)
+				s->len = (__u32)queued_read_len(
+					fd, s->off, s->len, false, NULL);
 			continue;
 		}
 		if (!uring_is_write(s->opcode) || !uring_span(s, &sp))
@@ -1497,11 +1517,11 @@ static void uring_write_skipped(struct io_uring *ring)
 }
 
 /*
- * A direct read across a logical end the kernel cannot be asked to stop
- * at (the cut length would break its alignment): read now, as pread
- * reads (the count cut at the end), and the entry made a NOP that gives
- * that result (Linux 6.10).  Only an entry that may start at once: not
- * behind a link or a drain.
+ * A read across a logical end the kernel cannot be asked to stop at (a
+ * direct one whose cut would break its alignment, a READV): read now, as
+ * pread and preadv read (the count cut at the end), and the entry made a
+ * NOP that gives that result (Linux 6.10).  Only an entry that may start
+ * at once: not behind a link or a drain.
  */
 static void uring_read_now(struct io_uring *ring)
 {
@@ -1512,9 +1532,11 @@ static void uring_read_now(struct io_uring *ring)
 		struct io_uring_sqe *s = uring_sqe(ring, i);
 		bool inside = chained;
 		struct io_req req;
+		struct span sp;
 		struct ofd *o;
 		ssize_t ret;
 		int fd = s->fd, saved, busy;
+		bool vec;
 
 		chained = s->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
 		drained |= s->flags & IOSQE_IO_DRAIN;
@@ -1525,15 +1547,28 @@ static void uring_read_now(struct io_uring *ring)
 		    (s->flags & (IOSQE_BUFFER_SELECT | IOSQE_FIXED_FILE)) ||
 		    s->off == UINT64_MAX || fd < 0)
 			continue;
+		vec = s->opcode == IORING_OP_READV;
+		if (vec && !iov_sum((const struct iovec *)(uintptr_t)s->addr,
+				    (long)s->len, &sp))
+			continue;
 		busy = io_busy;
 		io_busy = 1;
-		queued_read_len(fd, s->off, s->len, &o);
+		queued_read_len(fd, s->off, vec ? sp.len : s->len, vec, &o);
 		io_busy = busy;
 		if (!o || !nop_injects())
 			continue;
-		req = (struct io_req){ .kind = IO_P, .fd = fd,
-				       .buf = (void *)(uintptr_t)s->addr,
-				       .len = s->len, .off = (off_t)s->off };
+		if (vec)
+			req = (struct io_req){
+				.kind = IO_PV, .fd = fd,
+				.iov = (const struct iovec *)(uintptr_t)s->addr,
+				.iovcnt = (int)s->len, .off = (off_t)s->off
+			};
+		else
+			req = (struct io_req){
+				.kind = IO_P, .fd = fd,
+				.buf = (void *)(uintptr_t)s->addr,
+				.len = s->len, .off = (off_t)s->off
+			};
 		saved = errno;
 		ret = io_read(o, &req, false);
 		if (ret < 0)

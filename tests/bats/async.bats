@@ -301,6 +301,8 @@ field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 	echo "dioshim: $output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == "appends=$n "*" changed=0 badres=0" ]]
+	echo "size after exit: $(real_size "$F")"
+	noshim "$HELPERS/t_verify" -S $((n * 4096)) "$F" "$F.log" || true
 	[ "$(real_size "$F")" -eq $((n * 4096)) ]
 	run noshim "$HELPERS/t_verify" -S $((n * 4096)) "$F" "$F.log"
 	echo "$output"
@@ -340,7 +342,7 @@ field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 
 # Issue 13, case 1: queued reads at and across the logical end return what
 # the kernel alone returns (the reserved tail is not read as zeros).
-@test "io_uring READ and READ_FIXED, libaio PREAD, at and across the end, direct and buffered: the kernel alone's counts" {
+@test "io_uring READ, READ_FIXED and READV, libaio PREAD and PREADV, at and across the end, direct and buffered: the kernel alone's counts" {
 	local k s
 	k=$(noshim "$HELPERS/qread" "$F.k")
 	s=$(shim "$HELPERS/qread" "$F")

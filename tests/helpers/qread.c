@@ -2,9 +2,10 @@
 /*
  * qread FILE: queued reads at and across the end of a file an O_DIRECT
  * writer holds open (under the shim, a reserved tail stands past its 64
- * KiB of data).  io_uring READ and READ_FIXED and libaio PREAD through
- * the writer's descriptor, io_uring READ and libaio PREAD through a
- * buffered one; prints what each returned.
+ * KiB of data).  io_uring READ, READ_FIXED and READV and libaio PREAD
+ * and PREADV through the writer's descriptor, io_uring READ and READV
+ * and libaio PREAD and PREADV through a buffered one; prints what each
+ * returned.
  * The kernel alone: 0 at the end, 4096 across it (3996 from 61540).
  */
 #include <fcntl.h>
@@ -22,8 +23,17 @@ static long aio_one(int fd, void *buf, size_t len, long long off)
 {
 	struct iocb io, *p = &io;
 	struct io_event ev;
+	static struct iovec v[2];
 
-	io_prep_pread(&io, fd, buf, len, off);
+	/* len | 1: as PREADV, in two halves */
+	if (len & 1) {
+		len &= ~(size_t)1;
+		v[0] = (struct iovec){ buf, len / 2 };
+		v[1] = (struct iovec){ (char *)buf + len / 2, len - len / 2 };
+		io_prep_preadv(&io, fd, v, 2, off);
+	} else {
+		io_prep_pread(&io, fd, buf, len, off);
+	}
 	if (io_submit(ctx, 1, &p) != 1 || io_getevents(ctx, 1, 1, &ev, NULL) != 1)
 		exit(2);
 	return (long)ev.res;
@@ -35,10 +45,17 @@ static int one(int op, int fd, void *buf, unsigned len, long long off)
 	struct io_uring_cqe *c;
 	int res;
 
-	if (op == IORING_OP_READ_FIXED)
+	static struct iovec v[2];
+
+	if (op == IORING_OP_READ_FIXED) {
 		io_uring_prep_read_fixed(s, fd, buf, len, (__u64)off, 0);
-	else
+	} else if (op == IORING_OP_READV) {
+		v[0] = (struct iovec){ buf, len / 2 };
+		v[1] = (struct iovec){ (char *)buf + len / 2, len - len / 2 };
+		io_uring_prep_readv(s, fd, v, 2, (__u64)off);
+	} else {
 		io_uring_prep_read(s, fd, buf, len, (__u64)off);
+	}
 	if (io_uring_submit(&ring) != 1 || io_uring_wait_cqe(&ring, &c))
 		exit(2);
 	res = c->res;
@@ -72,8 +89,11 @@ int main(int argc, char **argv)
 	       one(IORING_OP_READ_FIXED, fd, b, 8192, 65536));
 	printf("read_fixed_across_end %d\n",
 	       one(IORING_OP_READ_FIXED, fd, b, 8192, 61440));
+	printf("readv_across_end %d\n",
+	       one(IORING_OP_READV, fd, b, 8192, 61440));
 	printf("aio_pread_at_end %ld\n", aio_one(fd, b, 8192, 65536));
 	printf("aio_pread_across_end %ld\n", aio_one(fd, b, 8192, 61440));
+	printf("aio_preadv_across_end %ld\n", aio_one(fd, b, 8193, 61440));
 	bfd = open(argv[1], O_RDONLY);
 	if (bfd < 0)
 		return 2;
@@ -83,6 +103,10 @@ int main(int argc, char **argv)
 	       one(IORING_OP_READ, bfd, b, 8192, 70000));
 	printf("buffered_aio_pread_across_end %ld\n",
 	       aio_one(bfd, b, 8192, 61540));
+	printf("buffered_readv_across_end %d\n",
+	       one(IORING_OP_READV, bfd, b, 8192, 61540));
+	printf("buffered_aio_preadv_across_end %ld\n",
+	       aio_one(bfd, b, 8193, 61540));
 	/* Still the writer's: one more block, then a read of it. */
 	if (pwrite(fd, b, 4096, 65536) != 4096)
 		return 2;
