@@ -1768,6 +1768,100 @@ EXPORT ssize_t splice(int in, off64_t *off_in, int out, off64_t *off_out,
 	return xfer(X_SPLICE, in, off_in, out, off_out, len, flags);
 }
 
+
+/* XFS's exchange of ranges (Linux 6.10) and its commit (6.13): file1's
+ * descriptor first in each.  A commit exchanges only if file2 has not
+ * changed (its times) since START_COMMIT sampled it: its reserved tail is
+ * cut before the sample, so that the commit's own hold finds nothing to
+ * cut and changes nothing (unless a write came between, as the kernel
+ * alone would then refuse it too). */
+struct xfs_exchange_range_ {
+	int32_t file1_fd;
+	uint32_t pad;
+	uint64_t file1_offset, file2_offset, length, flags;
+};
+struct xfs_commit_range_ {
+	int32_t file1_fd;
+	uint32_t pad;
+	uint64_t file1_offset, file2_offset, length, flags;
+	uint64_t file2_freshness[6];
+};
+#define XFS_IOC_EXCHANGE_RANGE_ _IOW('X', 129, struct xfs_exchange_range_)
+#define XFS_IOC_START_COMMIT_ _IOR('X', 130, struct xfs_commit_range_)
+#define XFS_IOC_COMMIT_RANGE_ _IOW('X', 131, struct xfs_commit_range_)
+
+/* The kernel reads the request as 32 bits: so do we (FIDEDUPERANGE has
+ * bit 31 set, and may come sign-extended from an int). */
+static bool blocks_request(unsigned int req)
+{
+	return req == FICLONE || req == FICLONERANGE ||
+	       req == FIDEDUPERANGE || req == XFS_IOC_EXCHANGE_RANGE_ ||
+	       req == XFS_IOC_START_COMMIT_ || req == XFS_IOC_COMMIT_RANGE_;
+}
+
+/* The most files a dedupe can name (the kernel takes one page of
+ * request), and its source. */
+#define BLOCKS_FILES (1 + (4096 - sizeof(struct file_dedupe_range)) / \
+			      sizeof(struct file_dedupe_range_info))
+
+/* A clone, dedupe or exchange on fd: every file it names held. */
+static int blocks_call(int fd, unsigned int req, unsigned long raw, void *arg)
+{
+	struct hold room[BLOCKS_FILES]; /* 7 KiB of stack, for a rare call */
+	struct holds hs = { .n = 0, .max = (int)BLOCKS_FILES, .h = room };
+	struct file_dedupe_range dr;
+	struct file_dedupe_range_info di;
+	struct guard g;
+	int32_t other;
+	int ret, err;
+	unsigned i;
+
+	holds_add(&hs, fd);
+	switch (req) {
+	case FICLONE:
+		holds_add(&hs, (int)(intptr_t)arg);
+		break;
+	case FICLONERANGE: /* src_fd, an s64, first */
+	case XFS_IOC_EXCHANGE_RANGE_:
+	case XFS_IOC_COMMIT_RANGE_:
+		if (umem_read(&other, arg, sizeof(other)) == sizeof(other))
+			holds_add(&hs, other);
+		break;
+	case FIDEDUPERANGE:
+		if (umem_read(&dr, arg, sizeof(dr)) != sizeof(dr))
+			break;
+		for (i = 0; i < dr.dest_count && i + 1 < BLOCKS_FILES; i++) {
+			if (umem_read(&di, (char *)arg + sizeof(dr) +
+						   i * sizeof(di),
+				      sizeof(di)) != sizeof(di))
+				break;
+			holds_add(&hs, (int)di.dest_fd);
+		}
+		break;
+	}
+	guard_enter(&g, false);
+	holds_take(&hs);
+	ret = real_ioctl(fd, raw, arg);
+	err = errno;
+	holds_drop(&hs);
+	guard_exit(&g, ret, err);
+	return ret;
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	lib_ensure();
+	if (!blocks_request((unsigned int)req) || !shim_on())
+		return real_ioctl(fd, req, arg);
+	return blocks_call(fd, (unsigned int)req, req, arg);
+}
+
 #if defined(__x86_64__)
 /*
  * syscall(3): a program that copies with syscall(SYS_copy_file_range, ...)
@@ -1806,91 +1900,27 @@ EXPORT long syscall(long n, ...)
 	for (i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (n == SYS_copy_file_range)
+	switch (n) {
+	case SYS_copy_file_range:
 		return (long)copy_file_range((int)a[0], (off64_t *)a[1],
 					     (int)a[2], (off64_t *)a[3],
 					     (size_t)a[4], (unsigned)a[5]);
+	case SYS_sendfile:
+		return (long)sendfile64((int)a[0], (int)a[1], (off64_t *)a[2],
+					(size_t)a[3]);
+	case SYS_splice:
+		return (long)splice((int)a[0], (off64_t *)a[1], (int)a[2],
+				    (off64_t *)a[3], (size_t)a[4],
+				    (unsigned)a[5]);
+	case SYS_ioctl:
+		if (blocks_request((unsigned int)a[1]))
+			return ioctl((int)a[0], (unsigned long)a[1],
+				     (void *)a[2]);
+		break;
+	}
 	return raw_syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 #endif
-
-/* XFS's exchange of ranges (Linux 6.10): file1's descriptor first. */
-struct xfs_exchange_range_ {
-	int32_t file1_fd;
-	uint32_t pad;
-	uint64_t file1_offset, file2_offset, length, flags;
-};
-#define XFS_IOC_EXCHANGE_RANGE_ _IOW('X', 129, struct xfs_exchange_range_)
-
-/* The kernel reads the request as 32 bits: so do we (FIDEDUPERANGE has
- * bit 31 set, and may come sign-extended from an int). */
-static bool blocks_request(unsigned int req)
-{
-	return req == FICLONE || req == FICLONERANGE ||
-	       req == FIDEDUPERANGE || req == XFS_IOC_EXCHANGE_RANGE_;
-}
-
-/* The most files a dedupe can name (the kernel takes one page of
- * request), and its source. */
-#define BLOCKS_FILES (1 + (4096 - sizeof(struct file_dedupe_range)) / \
-			      sizeof(struct file_dedupe_range_info))
-
-/* A clone, dedupe or exchange on fd: every file it names held. */
-static int blocks_call(int fd, unsigned int req, unsigned long raw, void *arg)
-{
-	struct hold room[BLOCKS_FILES]; /* 7 KiB of stack, for a rare call */
-	struct holds hs = { .n = 0, .max = (int)BLOCKS_FILES, .h = room };
-	struct file_dedupe_range dr;
-	struct file_dedupe_range_info di;
-	struct guard g;
-	int32_t other;
-	int ret, err;
-	unsigned i;
-
-	holds_add(&hs, fd);
-	switch (req) {
-	case FICLONE:
-		holds_add(&hs, (int)(intptr_t)arg);
-		break;
-	case FICLONERANGE: /* src_fd, an s64, first */
-	case XFS_IOC_EXCHANGE_RANGE_:
-		if (umem_read(&other, arg, sizeof(other)) == sizeof(other))
-			holds_add(&hs, other);
-		break;
-	case FIDEDUPERANGE:
-		if (umem_read(&dr, arg, sizeof(dr)) != sizeof(dr))
-			break;
-		for (i = 0; i < dr.dest_count && i + 1 < BLOCKS_FILES; i++) {
-			if (umem_read(&di, (char *)arg + sizeof(dr) +
-						   i * sizeof(di),
-				      sizeof(di)) != sizeof(di))
-				break;
-			holds_add(&hs, (int)di.dest_fd);
-		}
-		break;
-	}
-	guard_enter(&g, false);
-	holds_take(&hs);
-	ret = real_ioctl(fd, raw, arg);
-	err = errno;
-	holds_drop(&hs);
-	guard_exit(&g, ret, err);
-	return ret;
-}
-
-EXPORT int ioctl(int fd, unsigned long req, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	lib_ensure();
-	if (!blocks_request((unsigned int)req) || !shim_on())
-		return real_ioctl(fd, req, arg);
-	return blocks_call(fd, (unsigned int)req, req, arg);
-}
 
 /* ---- the address space ---------------------------------------------------
  *
