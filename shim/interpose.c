@@ -1866,59 +1866,75 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 /*
  * syscall(3): a program that copies with syscall(SYS_copy_file_range, ...)
  * — written before glibc had the function, as fstests' fsx still is —
- * gets the function's rules; every other number is made here exactly as
- * glibc's syscall() makes it (no library set-up needed: the shim's own
- * calls come here too, some before its constructor).
+ * gets the function's rules, and so do SYS_sendfile, SYS_splice and
+ * SYS_ioctl.  Every other number is made by the same few instructions
+ * as glibc's syscall(), in assembly with no frame of its own: a clone or
+ * a vfork made through it returns in the child as it would there, and
+ * no library set-up is needed (the shim's own calls come here too, some
+ * before its constructor).
  */
-static long raw_syscall6(long n, long a, long b, long c, long d, long e,
-			 long f)
-{
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long ret;
+#define XSTR(x) STR(x)
+#define STR(x) #x
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, @function\n"
+	"syscall:\n"
+	"\tcmp $" XSTR(SYS_copy_file_range) ", %rdi\n"
+	"\tje dioshim_syscall_served\n"
+	"\tcmp $" XSTR(SYS_sendfile) ", %rdi\n"
+	"\tje dioshim_syscall_served\n"
+	"\tcmp $" XSTR(SYS_splice) ", %rdi\n"
+	"\tje dioshim_syscall_served\n"
+	"\tcmp $" XSTR(SYS_ioctl) ", %rdi\n"
+	"\tje dioshim_syscall_served\n"
+	"dioshim_syscall_raw:\n"
+	"\tmov %rdi, %rax\n"
+	"\tmov %rsi, %rdi\n"
+	"\tmov %rdx, %rsi\n"
+	"\tmov %rcx, %rdx\n"
+	"\tmov %r8, %r10\n"
+	"\tmov %r9, %r8\n"
+	"\tmov 8(%rsp), %r9\n"
+	"\tsyscall\n"
+	"\tcmp $-4095, %rax\n"
+	"\tjae 1f\n"
+	"\tret\n"
+	"1:\tmov %rax, %rdi\n"
+	"\tjmp dioshim_syscall_failed\n"
+	".size syscall, .-syscall\n");
 
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
-			   "r"(r9)
-			 : "rcx", "r11", "memory");
-	if ((unsigned long)ret > -4096ul) {
-		errno = (int)-ret;
-		return -1;
-	}
-	return ret;
+/* The raw path's failure: errno from the kernel's answer. */
+__attribute__((used, visibility("hidden"))) long
+dioshim_syscall_failed(long neg)
+{
+	errno = (int)-neg;
+	return -1;
 }
 
-EXPORT long syscall(long n, ...)
-{
-	long a[6];
-	va_list ap;
-	int i;
+/* The raw path for a number the served one passes on (an ioctl that is
+ * not a block request). */
+long dioshim_syscall_raw(long n, ...) __attribute__((visibility("hidden")));
 
-	va_start(ap, n);
-	for (i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);
-	va_end(ap);
+__attribute__((used, visibility("hidden"))) long
+dioshim_syscall_served(long n, long a0, long a1, long a2, long a3, long a4,
+		       long a5)
+{
 	switch (n) {
 	case SYS_copy_file_range:
-		return (long)copy_file_range((int)a[0], (off64_t *)a[1],
-					     (int)a[2], (off64_t *)a[3],
-					     (size_t)a[4], (unsigned)a[5]);
+		return (long)copy_file_range((int)a0, (off64_t *)a1, (int)a2,
+					     (off64_t *)a3, (size_t)a4,
+					     (unsigned)a5);
 	case SYS_sendfile:
-		return (long)sendfile64((int)a[0], (int)a[1], (off64_t *)a[2],
-					(size_t)a[3]);
+		return (long)sendfile64((int)a0, (int)a1, (off64_t *)a2,
+					(size_t)a3);
 	case SYS_splice:
-		return (long)splice((int)a[0], (off64_t *)a[1], (int)a[2],
-				    (off64_t *)a[3], (size_t)a[4],
-				    (unsigned)a[5]);
-	case SYS_ioctl:
-		if (blocks_request((unsigned int)a[1]))
-			return ioctl((int)a[0], (unsigned long)a[1],
-				     (void *)a[2]);
-		break;
+		return (long)splice((int)a0, (off64_t *)a1, (int)a2,
+				    (off64_t *)a3, (size_t)a4, (unsigned)a5);
+	default: /* SYS_ioctl */
+		if (blocks_request((unsigned int)a1))
+			return ioctl((int)a0, (unsigned long)a1, (void *)a2);
+		return dioshim_syscall_raw(n, a0, a1, a2, a3, a4, a5);
 	}
-	return raw_syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 #endif
 

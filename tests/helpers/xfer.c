@@ -29,7 +29,9 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct xfs_exchange_range_ {
@@ -127,6 +129,17 @@ int main(int argc, char **argv)
 	printf("syscall_unknown %lld\n", r);
 	r = rv(syscall(SYS_pread64, a, buf, (size_t)4096, (off_t)4096));
 	printf("syscall_pread %lld\n", r);
+	/* A fork made through syscall(): the child returns from it. */
+	r = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (r == 0)
+		_exit(7);
+	{
+		int st = 0;
+
+		printf("syscall_clone %d\n",
+		       r > 0 && waitpid((pid_t)r, &st, 0) == r &&
+			       WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	}
 
 	/* Writes into a: unaligned and past its end, then from a pipe. */
 	oi = 0, oo = 131072;
