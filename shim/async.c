@@ -866,11 +866,19 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 #define READ_CLAMPS 64
 static struct read_clamp {
 	uintptr_t iocb; /* 0: free */
+	uintptr_t ctx;
+	/* the request as submitted: an event applies only while the iocb
+	 * still says so (an iocb reused for another request, whose own
+	 * event the shim never saw, is not cut) */
+	int fd;
+	short opcode;
+	long long off;
 	int64_t max;
 } read_clamps[READ_CLAMPS];
 static _Atomic int read_clamps_n;
 
-static void read_clamp_add(const struct iocb *io, struct ofd *o)
+static void read_clamp_add(io_context_t ctx, const struct iocb *io,
+			   struct ofd *o)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
@@ -879,36 +887,46 @@ static void read_clamp_add(const struct iocb *io, struct ofd *o)
 
 	for (i = 0; i < READ_CLAMPS; i++)
 		if (!read_clamps[i].iocb) {
-			read_clamps[i].iocb = (uintptr_t)io;
-			read_clamps[i].max = (uint64_t)io->u.c.offset >= eof
-						     ? 0
-						     : (int64_t)(eof -
-							(uint64_t)io->u.c.offset);
+			read_clamps[i] = (struct read_clamp){
+				.iocb = (uintptr_t)io,
+				.ctx = (uintptr_t)ctx,
+				.fd = io->aio_fildes,
+				.opcode = io->aio_lio_opcode,
+				.off = io->u.c.offset,
+				.max = (uint64_t)io->u.c.offset >= eof
+					       ? 0
+					       : (int64_t)(eof -
+						  (uint64_t)io->u.c.offset)
+			};
 			atomic_fetch_add(&read_clamps_n, 1);
 			return;
 		}
-	log_once("more than %d direct reads across an unaligned end in "
-		 "flight: the rest keep the kernel's count", READ_CLAMPS);
+	log_once("more than %d reads across the end that could not be cut "
+		 "in flight: the rest keep the kernel's count", READ_CLAMPS);
 }
 
-/* io submitted anew (its last request was done, whoever reaped it), or
- * not taken: no clamp of an earlier request may apply to it. */
-static void read_clamp_drop(const struct iocb *io)
+/* Clamps of io (submitted anew: its last request was done, whoever
+ * reaped it; or not taken), or, io NULL, of every iocb of ctx (a context
+ * destroyed): none may apply any more.  Under async_lock. */
+static void read_clamp_drop(io_context_t ctx, const struct iocb *io)
 {
 	int j;
 
 	if (!atomic_load(&read_clamps_n))
 		return;
 	for (j = 0; j < READ_CLAMPS; j++)
-		if (read_clamps[j].iocb == (uintptr_t)io) {
+		if (read_clamps[j].iocb &&
+		    (io ? read_clamps[j].iocb == (uintptr_t)io
+			: read_clamps[j].ctx == (uintptr_t)ctx)) {
 			read_clamps[j].iocb = 0;
 			atomic_fetch_sub(&read_clamps_n, 1);
 		}
 }
 
-/* The events just reaped: the clamped reads' counts cut. */
-static void read_clamp_apply(struct io_event *ev, int n)
+/* The events just reaped from ctx: the clamped reads' counts cut. */
+static void read_clamp_apply(io_context_t ctx, struct io_event *ev, int n)
 {
+	struct iocb now;
 	int i, j;
 
 	if (n <= 0 || !atomic_load(&read_clamps_n))
@@ -918,14 +936,37 @@ static void read_clamp_apply(struct io_event *ev, int n)
 		for (j = 0; j < READ_CLAMPS; j++) {
 			struct read_clamp *c = &read_clamps[j];
 
-			if (c->iocb != (uintptr_t)ev[i].obj)
+			if (!c->iocb || c->iocb != (uintptr_t)ev[i].obj ||
+			    c->ctx != (uintptr_t)ctx)
 				continue;
-			if ((int64_t)ev[i].res > c->max)
+			if (copy_in(&now, ev[i].obj, sizeof(now)) &&
+			    now.aio_fildes == c->fd &&
+			    now.aio_lio_opcode == c->opcode &&
+			    now.u.c.offset == c->off &&
+			    (int64_t)ev[i].res > c->max)
 				ev[i].res = (unsigned long)c->max;
 			c->iocb = 0;
 			atomic_fetch_sub(&read_clamps_n, 1);
 			break;
 		}
+	pthread_mutex_unlock(&async_lock);
+}
+
+/* Clamps of iocbs[0, nr), submitted on a path that keeps no books: they
+ * are new requests (readable ones only; the kernel answers the rest). */
+static void read_clamp_drop_all(long nr, struct iocb **iocbs)
+{
+	struct iocb *ptr[64];
+	long base, i, n;
+
+	pthread_mutex_lock(&async_lock);
+	for (base = 0; base < nr; base += n) {
+		n = nr - base < 64 ? nr - base : 64;
+		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
+			break;
+		for (i = 0; i < n; i++)
+			read_clamp_drop(NULL, ptr[i]);
+	}
 	pthread_mutex_unlock(&async_lock);
 }
 
@@ -961,7 +1002,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		app[i].app_flags = io->aio_rw_flags;
 		app[i].app_opcode = io->aio_lio_opcode;
 		app_nbytes[i] = io->u.c.nbytes;
-		read_clamp_drop(io);
+		read_clamp_drop(ctx, io);
 		if (!r)
 			continue;
 		/* Its length cut, and left so: the kernel copies it at
@@ -976,7 +1017,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 				io->aio_fildes, (uint64_t)io->u.c.offset,
 				io->u.c.nbytes, false, &uncut);
 			if (uncut)
-				read_clamp_add(io, uncut);
+				read_clamp_add(ctx, io, uncut);
 			continue;
 		}
 		if (io->aio_lio_opcode == IO_CMD_PREADV) {
@@ -989,7 +1030,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 						(uint64_t)io->u.v.offset,
 						sp.len, true, &uncut);
 				if (uncut)
-					read_clamp_add(io, uncut);
+					read_clamp_add(ctx, io, uncut);
 			}
 			continue;
 		}
@@ -1037,7 +1078,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		struct iocb *io = iocbs[i];
 
 		io->u.c.nbytes = app_nbytes[i];
-		read_clamp_drop(io);
+		read_clamp_drop(ctx, io);
 		if (app[i].iocb) {
 			struct aio_mark *m = aio_mark_slot(io, false);
 
@@ -1115,6 +1156,8 @@ EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 	if (!any) {
 		if (atomic_load(&async_pending))
 			async_poll_slow();
+		if (nr > 0 && atomic_load(&read_clamps_n))
+			read_clamp_drop_all(nr, iocbs);
 		return lazy_io_submit()(ctx, nr, iocbs);
 	}
 	while (done < nr) {
@@ -1145,7 +1188,7 @@ EXPORT int io_getevents(io_context_t ctx, long min_nr, long nr,
 	int ret = lazy_io_getevents()(ctx, min_nr, nr, events, timeout);
 	int saved = errno;
 
-	read_clamp_apply(events, ret);
+	read_clamp_apply(ctx, events, ret);
 	aio_after_reap();
 	errno = saved;
 	return ret;
@@ -1159,7 +1202,7 @@ EXPORT int io_pgetevents(io_context_t ctx, long min_nr, long nr,
 				       sigset);
 	int saved = errno;
 
-	read_clamp_apply(events, ret);
+	read_clamp_apply(ctx, events, ret);
 	aio_after_reap();
 	errno = saved;
 	return ret;
@@ -1210,6 +1253,11 @@ EXPORT int io_destroy(io_context_t ctx)
 	int r;
 
 	ring_drop(RING_AIO, (uintptr_t)ctx);
+	if (atomic_load(&read_clamps_n)) {
+		pthread_mutex_lock(&async_lock);
+		read_clamp_drop(ctx, NULL);
+		pthread_mutex_unlock(&async_lock);
+	}
 	r = lazy_io_destroy()(ctx);
 	/* The kernel unmapped the ring (umem.c). */
 	umem_changed();
@@ -1448,6 +1496,7 @@ static void sqe_done(struct io_uring_sqe *s, ssize_t ret)
 	s->fd = -1;
 	s->off = 0;
 	s->addr = 0;
+	s->ioprio = 0; /* a NOP takes none */
 	s->rw_flags = IORING_NOP_INJECT_RESULT;
 	s->len = (__u32)(int32_t)ret;
 	s->buf_index = 0;
@@ -1543,9 +1592,15 @@ static void uring_read_now(struct io_uring *ring)
 		/* Not in a chain (a short read breaks it, a NOP's result
 		 * does not), nor a registered file's (its fd is the ring's
 		 * to say, under the lock). */
+		/* Nor one the kernel may refuse or treat otherwise (a
+		 * personality, flags such as RWF_NOWAIT, a polled ring): it
+		 * goes whole.  A priority is the I/O's, not the result's:
+		 * the NOP takes none (sqe_done). */
 		if (!uring_is_read(s->opcode) || inside || chained || drained ||
 		    (s->flags & (IOSQE_BUFFER_SELECT | IOSQE_FIXED_FILE)) ||
-		    s->off == UINT64_MAX || fd < 0)
+		    s->off == UINT64_MAX || fd < 0 ||
+		    s->personality || s->rw_flags || s->addr3 ||
+		    s->__pad2[0] || (ring->flags & IORING_SETUP_IOPOLL))
 			continue;
 		vec = s->opcode == IORING_OP_READV;
 		if (vec && !iov_sum((const struct iovec *)(uintptr_t)s->addr,
@@ -1592,6 +1647,8 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 	}
 	segment_exec_wait(); /* as in aio_submit_some */
 	uring_write_skipped(ring);
+	/* before the batch: its reads settle every ring first */
+	uring_read_now(ring);
 	batch_begin(b);
 	pthread_mutex_lock(&async_lock);
 	r = ring_get(RING_URING, (uintptr_t)ring);
@@ -1600,8 +1657,6 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 		uring_prepare(b, ring, r);
 	}
 	pthread_mutex_unlock(&async_lock);
-	/* outside the lock: the read settles the rings itself */
-	uring_read_now(ring);
 	return true;
 }
 

@@ -1875,10 +1875,12 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
  */
 #define XSTR(x) STR(x)
 #define STR(x) #x
-__asm__(".text\n"
+__asm__(".pushsection .text\n"
+	".p2align 4\n"
 	".globl syscall\n"
 	".type syscall, @function\n"
 	"syscall:\n"
+	".cfi_startproc\n"
 	"\tcmp $" XSTR(SYS_copy_file_range) ", %rdi\n"
 	"\tje dioshim_syscall_served\n"
 	"\tcmp $" XSTR(SYS_sendfile) ", %rdi\n"
@@ -1901,7 +1903,9 @@ __asm__(".text\n"
 	"\tret\n"
 	"1:\tmov %rax, %rdi\n"
 	"\tjmp dioshim_syscall_failed\n"
-	".size syscall, .-syscall\n");
+	".cfi_endproc\n"
+	".size syscall, .-syscall\n"
+	".popsection\n");
 
 /* The raw path's failure: errno from the kernel's answer. */
 __attribute__((used, visibility("hidden"))) long
@@ -1915,26 +1919,41 @@ dioshim_syscall_failed(long neg)
  * not a block request). */
 long dioshim_syscall_raw(long n, ...) __attribute__((visibility("hidden")));
 
+/* A system call is no cancellation point: neither is the wrapper's work
+ * for one (glibc's copy_file_range and splice are). */
 __attribute__((used, visibility("hidden"))) long
 dioshim_syscall_served(long n, long a0, long a1, long a2, long a3, long a4,
 		       long a5)
 {
+	long r;
+	int cs;
+
+	if (n == SYS_ioctl && !blocks_request((unsigned int)a1))
+		return dioshim_syscall_raw(n, a0, a1, a2, a3, a4, a5);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	lib_ensure();
 	switch (n) {
 	case SYS_copy_file_range:
-		return (long)copy_file_range((int)a0, (off64_t *)a1, (int)a2,
-					     (off64_t *)a3, (size_t)a4,
-					     (unsigned)a5);
+		r = (long)xfer(X_COPY, (int)a0, (void *)a1, (int)a2,
+			       (void *)a3, (size_t)a4, (unsigned)a5);
+		break;
 	case SYS_sendfile:
-		return (long)sendfile64((int)a0, (int)a1, (off64_t *)a2,
-					(size_t)a3);
+		r = (long)xfer(X_SENDFILE64, (int)a1, (void *)a2, (int)a0,
+			       NULL, (size_t)a3, 0);
+		break;
 	case SYS_splice:
-		return (long)splice((int)a0, (off64_t *)a1, (int)a2,
-				    (off64_t *)a3, (size_t)a4, (unsigned)a5);
-	default: /* SYS_ioctl */
-		if (blocks_request((unsigned int)a1))
-			return ioctl((int)a0, (unsigned long)a1, (void *)a2);
-		return dioshim_syscall_raw(n, a0, a1, a2, a3, a4, a5);
+		r = (long)xfer(X_SPLICE, (int)a0, (void *)a1, (int)a2,
+			       (void *)a3, (size_t)a4, (unsigned)a5);
+		break;
+	default: /* SYS_ioctl, a block request */
+		r = shim_on() ? blocks_call((int)a0, (unsigned int)a1,
+					    (unsigned long)a1, (void *)a2)
+			      : dioshim_syscall_raw(n, a0, a1, a2, a3, a4,
+						    a5);
+		break;
 	}
+	pthread_setcancelstate(cs, NULL);
+	return r;
 }
 #endif
 

@@ -107,6 +107,58 @@ int main(int argc, char **argv)
 	       one(IORING_OP_READV, bfd, b, 8192, 61540));
 	printf("buffered_aio_preadv_across_end %ld\n",
 	       aio_one(bfd, b, 8193, 61540));
+	/* A priority on a READV read at submission: its result, not
+	 * EINVAL (a NOP takes no priority). */
+	{
+		struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+		struct io_uring_cqe *c;
+		static struct iovec pv[2];
+
+		pv[0] = (struct iovec){ b, 4096 };
+		pv[1] = (struct iovec){ b + 4096, 4096 };
+		io_uring_prep_readv(s, bfd, pv, 2, 61540);
+		s->ioprio = (2 << 13) | 4; /* best effort, level 4 */
+		if (io_uring_submit(&ring) != 1 || io_uring_wait_cqe(&ring, &c))
+			return 2;
+		printf("readv_ioprio_across_end %d\n", c->res);
+		io_uring_cqe_seen(&ring, c);
+	}
+	/* An iocb whose read across the end was never reaped through
+	 * io_getevents (its context destroyed), reused at once for a whole
+	 * read of another file: that read's count is its own. */
+	{
+		static struct iovec pv[2];
+		struct iocb io, *p = &io;
+		struct io_event ev;
+		io_context_t c2 = 0;
+		char path[4096];
+		int other;
+
+		/* on tmpfs, which the shim does not serve: its submit takes
+		 * the path that keeps no books */
+		snprintf(path, sizeof(path), "/dev/shm/qread.%d", (int)getpid());
+		other = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		if (other < 0 || pwrite(other, b, 8192, 0) != 8192 ||
+		    io_setup(4, &c2))
+			return 2;
+		pv[0] = (struct iovec){ b, 4096 };
+		pv[1] = (struct iovec){ b + 4096, 4096 };
+		io_prep_preadv(&io, bfd, pv, 2, 61540);
+		if (io_submit(ctx, 1, &p) != 1)
+			return 2;
+		io_destroy(ctx); /* waits for it; nobody reaps it */
+		ctx = 0;
+		if (io_setup(8, &ctx))
+			return 2;
+		io_prep_pread(&io, other, b, 8192, 0);
+		if (io_submit(c2, 1, &p) != 1 ||
+		    io_getevents(c2, 1, 1, &ev, NULL) != 1)
+			return 2;
+		printf("reused_iocb_other_file %ld\n", (long)ev.res);
+		io_destroy(c2);
+		close(other);
+		unlink(path);
+	}
 	/* Still the writer's: one more block, then a read of it. */
 	if (pwrite(fd, b, 4096, 65536) != 4096)
 		return 2;
