@@ -271,7 +271,7 @@ static void aop_pin(struct aop *a, struct shim_file *f)
 {
 	a->f = f;
 	if (f->async_ops++ == 0)
-		segment_get(f);
+		segment_pin(f);
 	atomic_fetch_add(&f->seg->slot[f->slot].async_inflight, 1);
 }
 
@@ -282,7 +282,7 @@ static void aop_release(struct aop *a)
 	if (f->slot >= 0)
 		atomic_fetch_sub(&f->seg->slot[f->slot].async_inflight, 1);
 	if (--f->async_ops == 0)
-		segment_put(f, -1);
+		segment_unpin(f);
 	a->next = aop_free;
 	aop_free = a;
 }

@@ -470,6 +470,18 @@ bool shim_active(void)
 	} while (0)
 
 /*
+ * Before the shim's close of a file: completions the program consumed
+ * from a ring itself (QEMU reads the aio ring; liburing's peek is inline)
+ * are applied first, so that the last close finds no write in flight and
+ * cuts the reserved tail as it leaves.
+ */
+static void closing_settle(void)
+{
+	if (shim_on())
+		async_settle();
+}
+
+/*
  * A descriptor about to go away (close, dup2 over it).  From a signal
  * handler that interrupted this thread inside the shim, where the table's
  * lock may be held: its entry goes without the lock, lest the number,
@@ -482,8 +494,10 @@ static void forget_fd(int fd)
 	 * not the ones our table names. */
 	if (!in_vfork_child() && fdtable_forget_light(fd))
 		return;
-	if (shim_on())
+	if (shim_on()) {
+		closing_settle();
 		BOOKKEEP(fdtable_close(fd));
+	}
 	else if (io_busy && !config.disable && !in_vfork_child() &&
 		 !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED))
 		fdtable_close_reentrant(fd);
@@ -660,8 +674,10 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
 	int r;
 
-	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC))
+	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		closing_settle();
 		BOOKKEEP(fdtable_close_range(lo, hi));
+	}
 	if (lo <= hi && shim_on())
 		r = close_range_around(lo, hi, flags);
 	else
@@ -675,8 +691,10 @@ EXPORT void closefrom(int lowfd)
 {
 	int from = lowfd;
 
-	if (lowfd >= 0)
+	if (lowfd >= 0) {
+		closing_settle();
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
+	}
 	/* Past the last lifeline, glibc's closefrom, with its own fallback. */
 	if (lowfd >= 0 && shim_on())
 		lowfd = (int)close_below_lifelines((unsigned)lowfd, ~0u, 0,
@@ -691,8 +709,10 @@ EXPORT int fclose(FILE *stream)
 	/* An fd given to fdopen goes away inside fclose, out of our sight. */
 	int fd = stream ? fileno(stream) : -1, r;
 
-	if (fd >= 0)
+	if (fd >= 0) {
+		closing_settle();
 		BOOKKEEP(fdtable_close(fd));
+	}
 	r = real_fclose(stream);
 	if (fd >= 0)
 		closed_fd(fd);
@@ -707,8 +727,10 @@ static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
 	int fd = stream ? fileno(stream) : -1;
 	FILE *r;
 
-	if (fd >= 0)
+	if (fd >= 0) {
+		closing_settle();
 		BOOKKEEP(fdtable_close(fd));
+	}
 	r = real(path, mode, stream);
 	if (fd >= 0)
 		closed_fd(fd);
@@ -755,6 +777,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
 	int fd;
 
+	closing_settle();
 	BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* from a handler: newfd is adopted anew */
@@ -769,8 +792,10 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	int fd;
 
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
+		closing_settle();
 		BOOKKEEP(dup_over(oldfd, newfd));
+	}
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* as in dup2 */
 	fd = real_dup3(oldfd, newfd, flags);
@@ -1093,8 +1118,12 @@ static void fix_path_size(int dirfd, const char *path, int flags,
 	 * AT_EMPTY_PATH is the fd itself. */
 	if ((!path || !*path) && (flags & AT_EMPTY_PATH))
 		fix_fd_size(dirfd, &st->st_size, st->st_mode);
-	else if (S_ISREG(st->st_mode) && !hint_surely_dead())
+	else if (S_ISREG(st->st_mode) && !hint_surely_dead()) {
+		/* Before BOOKKEEP, which makes the shim busy: completions
+		 * the program took from a ring itself count. */
+		async_settle();
 		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
+	}
 }
 
 EXPORT int fstat(int fd, struct stat *st)

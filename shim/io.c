@@ -1084,7 +1084,6 @@ void io_fix_path_size(const char *path, int dirfd, int at_flags,
 
 	if (!S_ISREG(st->st_mode) || !hint_maybe_live())
 		return;
-	async_settle();
 	if (segment_peek_eof(st, path, dirfd, at_flags, &eof))
 		st->st_size = (off_t)eof;
 }

@@ -1044,11 +1044,47 @@ void segment_get(struct shim_file *f)
 	pthread_mutex_unlock(&files_lock);
 }
 
+/* Under files_lock: the last reference went; fd (or the kept copy) is
+ * the file's, or -1. */
+static void file_last_put(struct shim_file *f, int fd)
+{
+	int kept = fd_kept(f->kept);
+
+	file_detach(f, fd >= 0 ? fd : kept);
+	fd_unkeep(f->kept);
+	f->kept = 0;
+}
+
 void segment_put(struct shim_file *f, int fd)
 {
 	pthread_mutex_lock(&files_lock);
+	if (--f->refs == 0) {
+		file_last_put(f, fd);
+	} else if (f->refs == 1 && f->pinned && fd >= 0 && !f->kept) {
+		/* The program's last descriptor goes with writes in flight:
+		 * the kernel keeps the file open for them, so do we. */
+		f->kept = fd_keep(fd);
+		if (!f->kept)
+			log_msg("closed with writes in flight, and no room to "
+				"keep it: its reserved tail stays");
+	}
+	pthread_mutex_unlock(&files_lock);
+}
+
+void segment_pin(struct shim_file *f)
+{
+	pthread_mutex_lock(&files_lock);
+	f->refs++;
+	f->pinned = true;
+	pthread_mutex_unlock(&files_lock);
+}
+
+void segment_unpin(struct shim_file *f)
+{
+	pthread_mutex_lock(&files_lock);
+	f->pinned = false;
 	if (--f->refs == 0)
-		file_detach(f, fd);
+		file_last_put(f, -1);
 	pthread_mutex_unlock(&files_lock);
 }
 

@@ -28,6 +28,11 @@ struct shim_file {
 	/* asynchronous writes in flight (async.c, under its lock): the
 	 * first pins the attachment with one reference, the last drops it */
 	unsigned async_ops;
+	/* Pinned by them (segment_pin), under files_lock; the copy of the
+	 * program's last descriptor, kept when it closed it with writes
+	 * still in flight (fd_keep), through which the unpin cuts. */
+	bool pinned;
+	uint64_t kept;
 	bool exec_released; /* slot given back for an exec; under files_lock */
 	/* A guest (slot -1): it writes with no slot, holding its guest lock
 	 * (shm.h) while attached; the file is kept exact for everyone. */
@@ -166,6 +171,10 @@ void segment_exec_wait(void);
 /* Take one more reference (an asynchronous write in flight pins the
  * attachment until its completion is seen). */
 void segment_get(struct shim_file *f);
+/* The reference of asynchronous writes in flight: a close that leaves
+ * only it keeps a copy of its descriptor, for the unpin to cut with. */
+void segment_pin(struct shim_file *f);
+void segment_unpin(struct shim_file *f);
 
 /* Drop a reference; the last one detaches, and the last detacher of the
  * file trims the reserved tail through fd (still open) and removes the

@@ -662,7 +662,8 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
  * take or test a lifeline there.  A fork child closes its inherited copies
  * (they are the parent's lock) and registers anew with a token of its own.
  */
-#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA)
+#define KEEPS_MAX 64 /* kept descriptors (fd_keep) */
+#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA + KEEPS_MAX)
 static struct lifeline {
 	uint64_t key;
 	int fd;
@@ -843,6 +844,75 @@ int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max)
 		out[j] = fd;
 	}
 	return n;
+}
+
+/* ---- kept descriptors ---------------------------------------------------- */
+
+/*
+ * A copy the shim keeps of a descriptor the program closed while
+ * asynchronous writes to its file were in flight: the kernel keeps the
+ * file open for them, and the last of them to complete cuts the reserved
+ * tail through the copy (segment.c).  Kept with the lifelines, for the
+ * same protection from the program's close, close_range and dup2 (which
+ * may move it: it is named by its key); the fork child closes its copies
+ * with the lifelines.  A few at most.
+ */
+#define KEEP_KEY (1ull << 62)
+static uint64_t keep_seq;
+static int keeps_n;
+
+uint64_t fd_keep(int fd)
+{
+	uint64_t key = 0;
+	int to;
+
+	pthread_mutex_lock(&lifeline_lock);
+	if (lifeline_n == LIFELINES_MAX || keeps_n == KEEPS_MAX)
+		goto out;
+	to = lifeline_move(fd);
+	if (to < 0)
+		goto out;
+	key = KEEP_KEY | ++keep_seq;
+	lifelines[lifeline_n].key = key;
+	lifelines[lifeline_n].fd = to;
+	lifeline_n++;
+	keeps_n++;
+out:
+	pthread_mutex_unlock(&lifeline_lock);
+	return key;
+}
+
+/* key's descriptor now, or -1 (none kept, or not in this process). */
+int fd_kept(uint64_t key)
+{
+	int i, fd = -1;
+
+	if (!key)
+		return -1;
+	pthread_mutex_lock(&lifeline_lock);
+	for (i = 0; i < lifeline_n; i++)
+		if (lifelines[i].key == key)
+			fd = lifelines[i].fd;
+	pthread_mutex_unlock(&lifeline_lock);
+	return fd;
+}
+
+void fd_unkeep(uint64_t key)
+{
+	int i;
+
+	if (!key)
+		return;
+	pthread_mutex_lock(&lifeline_lock);
+	for (i = 0; i < lifeline_n; i++) {
+		if (lifelines[i].key != key)
+			continue;
+		sys_close(lifelines[i].fd);
+		lifelines[i] = lifelines[--lifeline_n];
+		keeps_n--;
+		break;
+	}
+	pthread_mutex_unlock(&lifeline_lock);
 }
 
 /* ---- guests -------------------------------------------------------------- */
@@ -1026,6 +1096,7 @@ void lifeline_forget_inherited(void)
 	for (i = 0; i < lifeline_n; i++)
 		sys_close(lifelines[i].fd);
 	lifeline_n = 0;
+	keeps_n = 0;
 	pthread_mutex_init(&lifeline_lock, NULL);
 	for (i = 0; i < guest_n; i++) {
 		pthread_mutex_lock(&lifeline_lock);

@@ -153,6 +153,11 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known);
 /* Whether fd is one of the shim's own lifeline descriptors, which the
  * program's closes must leave open. */
 bool lifeline_owns_fd(int fd);
+/* A copy of fd kept out of the program's way, named by the key returned
+ * (0: none could be kept); its number now (-1: gone); closed. */
+uint64_t fd_keep(int fd);
+int fd_kept(uint64_t key);
+void fd_unkeep(uint64_t key);
 /* The program wants fd, a lifeline's number (dup2 onto it): move the
  * lifeline to another number. */
 void lifeline_evict(int fd);
