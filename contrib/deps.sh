@@ -22,6 +22,13 @@ have setfacl || need="$need acl"
 have getfattr || need="$need attr"
 hdr liburing.h || need="$need liburing-dev"
 hdr libaio.h || need="$need libaio-dev"
+# The real programs the acceptance suites and bench run (tests/bats/real-*).
+have qemu-img || need="$need qemu-utils"
+[ -x /usr/sbin/mariadbd ] || need="$need mariadb-server"
+have mariadb || need="$need mariadb-client"
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 ||
+	need="$need postgresql"
+have db_bench || need="$need rocksdb-tools"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "dioshim: missing:$need — run 'make deps' as root, or install them" >&2
