@@ -11,7 +11,7 @@ BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers
 	$(BUILD)/fwd.so $(BUILD)/callcost
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \
-	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS CALL_REPS
+	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS CALL_REPS PROGRAMS
 BENCH_CMD := $(strip make bench $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)='$($(v))')))
 
 # The "forwarder" side of the overhead section.

@@ -20,12 +20,16 @@
 #   WRITERS="1 2 4 8"  thread counts
 #   PROCS=4         process counts for the O_APPEND process case
 #   FSTYPES="ext4 xfs"
-#   SECTIONS="append overwrite sparse async fio overhead fsync stripes"
+#   SECTIONS="append overwrite sparse async fio overhead fsync stripes real"
 #                   what to run (sparse: fio random writes into a sparse
 #                   file; async: libaio and liburing at queue depth 16)
 #                   (fsync: bench/fsync.sh, sysbench's fsync workload and
 #                   group commit; stripes: bench/stripes.sh, the extent-lock
 #                   table's stripe size; both on filesystems of their own)
+#                   (real: bench/real.sh, qemu-img, PostgreSQL, MariaDB and
+#                   RocksDB kernel vs dioshim, with bench/real.png; about
+#                   20 minutes more; PROGRAMS= narrows it, REAL_SECS=20 the
+#                   seconds of each database run)
 #   IMG_SIZE=4G     scratch image size
 #   PREALLOC=2G     the ceiling's fallocate size (must exceed what it writes)
 #   OVERWRITE_SIZE=256M  the file the overwrite workload rewrites
@@ -62,7 +66,7 @@ REPS=${REPS:-3}
 WRITERS=${WRITERS:-"1 2 4 8"}
 PROCS=${PROCS:-4}
 FSTYPES=${FSTYPES:-"ext4 xfs"}
-SECTIONS=${SECTIONS:-"append overwrite sparse async fio overhead fsync stripes"}
+SECTIONS=${SECTIONS:-"append overwrite sparse async fio overhead fsync stripes real"}
 IMG_SIZE=${IMG_SIZE:-4G}
 PREALLOC=${PREALLOC:-2G}
 OVERWRITE_SIZE=${OVERWRITE_SIZE:-256M}
@@ -917,6 +921,13 @@ if has_section stripes; then
 		"$TOP/bench/stripes.sh" >/dev/null
 	blank
 	cat "$WORK/stripes.md" | tee -a "$MD"
+fi
+if has_section real; then
+	OUT=$WORK/real.md PLOT=$TOP/bench/real.png FSTYPES="$FSTYPES" \
+		REPS="$REPS" SECS="${REAL_SECS:-20}" "$TOP/bench/real.sh" \
+		>/dev/null
+	blank
+	cat "$WORK/real.md" | tee -a "$MD"
 fi
 if [ ${#SUMMARY[@]} -gt 0 ]; then
 	echo

@@ -29,6 +29,7 @@ have mariadb || need="$need mariadb-client"
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 ||
 	need="$need postgresql"
 have db_bench || need="$need rocksdb-tools"
+have gnuplot || need="$need gnuplot-nox" # bench/real.png
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "dioshim: missing:$need — run 'make deps' as root, or install them" >&2
