@@ -2005,14 +2005,47 @@ void async_drain_all(void)
 	pthread_mutex_unlock(&async_lock);
 }
 
+/* The parent's writes in flight, whose pins the child gives back once
+ * its segment code is set up (async_atfork_child_unpin). */
+static struct aop *child_drop;
+
 void async_atfork_child(void)
 {
+	struct aring *r;
+
 	/* The rings are not the child's (an aio context is not inherited; a
 	 * ring's queue is the parent's to submit): forget them and their
-	 * writes, whose pins the child's fd table does not hold. */
+	 * writes.  Their pins are the parent's: a file the parent closed
+	 * with writes in flight is not the child's at all. */
+	child_drop = NULL;
+	for (r = rings; r; r = r->next) {
+		if (r->ops) {
+			*r->ops_last = child_drop;
+			child_drop = r->ops;
+		}
+	}
 	pthread_mutex_init(&async_lock, NULL);
 	rings = NULL;
 	aop_free = NULL;
 	deferred = NULL;
 	atomic_store(&async_pending, 0);
+}
+
+void async_atfork_child_unpin(void)
+{
+	while (child_drop) {
+		struct aop *a = child_drop;
+		struct shim_file *f = a->f;
+
+		child_drop = a->next;
+		/* Once per file: its copy, if the parent kept one, was
+		 * closed with the lifelines. */
+		if (f->async_ops) {
+			f->async_ops = 0;
+			f->kept = 0;
+			segment_unpin(f);
+		}
+		a->next = aop_free;
+		aop_free = a;
+	}
 }

@@ -35,5 +35,7 @@ void async_drain_all(void);
 
 /* After fork, in the child: the rings and their writes are the parent's. */
 void async_atfork_child(void);
+/* Then, once the segment code is the child's too: their pins go. */
+void async_atfork_child_unpin(void);
 
 #endif

@@ -78,6 +78,7 @@ static void atfork_child(void)
 			 __ATOMIC_RELAXED);
 	async_atfork_child();
 	fdtable_atfork_child();
+	async_atfork_child_unpin();
 	io_busy = fork_busy;
 }
 
@@ -613,8 +614,8 @@ EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 static long close_below_lifelines(unsigned int lo, unsigned int hi, int flags,
 				  bool one_by_one)
 {
-	unsigned int keep[64], fd;
-	int i, n = lifeline_fds(lo, hi, keep, 64);
+	unsigned int keep[LIFELINES_MAX], fd;
+	int i, n = lifeline_fds(lo, hi, keep, LIFELINES_MAX);
 
 	for (i = 0; i < n; i++) {
 		if (keep[i] > lo && real_close_range(lo, keep[i] - 1, flags)) {
@@ -1121,7 +1122,8 @@ static void fix_path_size(int dirfd, const char *path, int flags,
 	else if (S_ISREG(st->st_mode) && !hint_surely_dead()) {
 		/* Before BOOKKEEP, which makes the shim busy: completions
 		 * the program took from a ring itself count. */
-		async_settle();
+		if (shim_on())
+			async_settle();
 		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
 	}
 }

@@ -1049,9 +1049,19 @@ void segment_get(struct shim_file *f)
 static void file_last_put(struct shim_file *f, int fd)
 {
 	int kept = fd_kept(f->kept);
+	struct stat st;
+
+	/* Never cut another file through a number that was ours. */
+	if (kept >= 0 && (sys_fstat(kept, &st) || (uint64_t)st.st_dev != f->dev ||
+			  (uint64_t)st.st_ino != f->ino)) {
+		log_msg("the kept copy of a file is not it any more");
+		kept = -1;
+		fd_unkeep(f->kept, false); /* nor closed: not ours now */
+		f->kept = 0;
+	}
 
 	file_detach(f, fd >= 0 ? fd : kept);
-	fd_unkeep(f->kept);
+	fd_unkeep(f->kept, true);
 	f->kept = 0;
 }
 

@@ -310,7 +310,6 @@ fail_fd:
  * a crash (a segment left behind), never under-counts: creators add before
  * creating and subtract after unlinking.
  */
-#define HINTS_EXTRA 8 /* other users' hints, for root */
 
 /* HINT_NODIR: the segment directory is not there, so no segment can be:
  * each look is one stat of it, and once it is back the hints are tried
@@ -662,8 +661,6 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
  * take or test a lifeline there.  A fork child closes its inherited copies
  * (they are the parent's lock) and registers anew with a token of its own.
  */
-#define KEEPS_MAX 64 /* kept descriptors (fd_keep) */
-#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA + KEEPS_MAX)
 static struct lifeline {
 	uint64_t key;
 	int fd;
@@ -897,7 +894,7 @@ int fd_kept(uint64_t key)
 	return fd;
 }
 
-void fd_unkeep(uint64_t key)
+void fd_unkeep(uint64_t key, bool close_it)
 {
 	int i;
 
@@ -907,7 +904,8 @@ void fd_unkeep(uint64_t key)
 	for (i = 0; i < lifeline_n; i++) {
 		if (lifelines[i].key != key)
 			continue;
-		sys_close(lifelines[i].fd);
+		if (close_it)
+			sys_close(lifelines[i].fd);
 		lifelines[i] = lifelines[--lifeline_n];
 		keeps_n--;
 		break;

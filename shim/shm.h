@@ -109,6 +109,11 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta);
  * mapped (hint_count 0 before, or if one is unusable): for the check on
  * the path of every call the shim does not serve, a few loads. */
 #define HINTS_MAX 33 /* the user and 32 groups */
+#define HINTS_EXTRA 8 /* other users' hints, for root */
+#define KEEPS_MAX 256 /* kept descriptors (fd_keep) */
+/* The descriptors the shim keeps out of the program's way: lifelines,
+ * guests' directories, kept copies (lifeline_fds lists them all). */
+#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA + KEEPS_MAX)
 extern struct dioshim_hint *hint_set[HINTS_MAX];
 extern int hint_count;
 
@@ -154,10 +159,11 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known);
  * program's closes must leave open. */
 bool lifeline_owns_fd(int fd);
 /* A copy of fd kept out of the program's way, named by the key returned
- * (0: none could be kept); its number now (-1: gone); closed. */
+ * (0: none could be kept); its number now (-1: gone); given up (and
+ * closed, if close_it). */
 uint64_t fd_keep(int fd);
 int fd_kept(uint64_t key);
-void fd_unkeep(uint64_t key);
+void fd_unkeep(uint64_t key, bool close_it);
 /* The program wants fd, a lifeline's number (dup2 onto it): move the
  * lifeline to another number. */
 void lifeline_evict(int fd);

@@ -392,3 +392,33 @@ ringreap_both() {
 	ringreap_both aio stat
 	ringreap_both uring stat
 }
+
+@test "a fork right after a close with writes in flight, the child outliving the parent: the parent's writes are not the child's, and the file is left as the kernel leaves it" {
+	ringreap_both aio fork
+	ringreap_both uring fork
+}
+
+@test "100 files closed with writes in flight, every descriptor swept (closefrom), the numbers handed to another file: that file and its descriptors untouched, every file the kernel's size, no segment" {
+	# The loop device completes a throttled write at once: this one runs
+	# in /var/tmp, on its disk slowed to 25 writes a second (once).
+	[ "$FS_TYPE" = ext4 ] || skip "runs once, on /var/tmp's filesystem"
+	local d i
+	d=$(mktemp -d /var/tmp/dioshim-kept.XXXXXX)
+	case $(noshim stat -f -c %T "$d") in
+	ext2/ext3 | xfs) ;;
+	*) rm -rf "$d"; skip "/var/tmp is not on ext4 or XFS" ;;
+	esac
+	mkdir "$d/s" "$d/k"
+	SLOW_DEV=$(findmnt -no MAJ:MIN -T "$d" | tr -d ' ')
+	SLOW_DEV=$SLOW_DEV slowed_run kernel write_iops_device 25 "$HELPERS/keptfds" "$d/k" 100
+	[ "$status" -eq 0 ]
+	SLOW_DEV=$SLOW_DEV slowed_run shim write_iops_device 25 "$HELPERS/keptfds" "$d/s" 100
+	local st=$status
+	[ "$(real_size "$d/s/victim")" -eq $((100 << 20)) ] || { rm -rf "$d"; false; }
+	for ((i = 0; i < 100; i++)); do
+		[ "$(real_size "$d/s/f$i")" -eq "$(real_size "$d/k/f$i")" ] &&
+			assert_no_segment "$d/s/f$i" || { rm -rf "$d"; false; }
+	done
+	rm -rf "$d"
+	[ "$st" -eq 0 ]
+}

@@ -107,3 +107,29 @@ assert_no_segment() {
 		return 1
 	fi
 }
+
+# slowed_run SIDE LIMIT VALUE CMD...: run CMD (side "kernel": outside the
+# shim, else under it) in a blkio cgroup whose blkio.throttle.LIMIT for
+# the scratch device (SLOW_DEV=MAJ:MIN: that one) is VALUE, so that its
+# writes are still in flight when it goes on; sets $status and $output as
+# `run` does.  Skips without cgroup v1's blkio controller.
+slowed_run() {
+	local side=$1 limit=$2 value=$3 cg=/sys/fs/cgroup/blkio/dioshim-slow.$$ dev
+	shift 3
+	[ -w /sys/fs/cgroup/blkio ] || skip "no cgroup v1 blkio controller to slow a writer with"
+	dev=${SLOW_DEV:-$(lsblk -no MAJ:MIN "$SCRATCH_DEV" 2>/dev/null | tr -d ' ')}
+	[ -n "$dev" ] || skip "no device numbers for $SCRATCH_DEV"
+	mkdir -p "$cg" || skip "cannot make a blkio cgroup"
+	if ! echo "$dev $value" >"$cg/blkio.throttle.$limit"; then
+		rmdir "$cg"
+		skip "cannot limit writes to device $dev"
+	fi
+	if [ "$side" = kernel ]; then
+		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec env -u LD_PRELOAD "$@"' _ "$@"
+	else
+		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec "$@"' _ "$DIOSHIM" "$@"
+	fi
+	rmdir "$cg" || true
+	echo "$side: status $status, $output"
+}
+

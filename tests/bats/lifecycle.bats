@@ -544,28 +544,12 @@ stall_case() {
 	rm -f "$f"
 }
 
-# Run closeinflight ARGS in a blkio cgroup that slows the scratch device's
-# writes to 20 MB/s, as SIDE (kernel or shim); skips without cgroup v1.
+# Run closeinflight ARGS with the scratch device's writes slowed to
+# 20 MB/s, as SIDE (kernel or shim).
 slowed_closeinflight() {
-	local side=$1 cg=/sys/fs/cgroup/blkio/dioshim-life.$$ dev rc=0
+	local side=$1
 	shift
-	[ -w /sys/fs/cgroup/blkio ] || skip "no cgroup v1 blkio controller to slow a writer with"
-	dev=$(lsblk -no MAJ:MIN "$SCRATCH_DEV" 2>/dev/null | tr -d ' ')
-	[ -n "$dev" ] || skip "no device numbers for $SCRATCH_DEV"
-	mkdir -p "$cg" || skip "cannot make a blkio cgroup"
-	if ! echo "$dev 20971520" >"$cg/blkio.throttle.write_bps_device"; then
-		rmdir "$cg"
-		skip "cannot limit writes to $SCRATCH_DEV"
-	fi
-	if [ "$side" = kernel ]; then
-		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec env -u LD_PRELOAD "$@"' _ \
-			"$HELPERS/closeinflight" "$@"
-	else
-		run timeout 120 bash -c 'echo $$ >'"$cg"'/cgroup.procs; exec "$@"' _ \
-			"$DIOSHIM" "$HELPERS/closeinflight" "$@"
-	fi
-	rmdir "$cg" || true
-	echo "$side: status $status, $output"
+	slowed_run "$side" write_bps_device 20971520 "$HELPERS/closeinflight" "$@"
 }
 
 # The file closeinflight leaves: 4096 + LEN bytes, all of the pattern.

@@ -19,6 +19,9 @@
  *   stat      as inflight, then a stat(FILE) (the shim sees a call), then
  *             `stat -c %s FILE` run without LD_PRELOAD while this
  *             process is still alive: its output is the line printed
+ *   fork      as inflight, with a fork right after the close: the child
+ *             sleeps 300 ms and exits, outliving the parent, which takes
+ *             the completions and exits at once
  *
  * The kernel alone: FILE ends at N * 64 KiB, every record in place.
  * Exits 0, or 1 if a call failed or a completion was not the whole record.
@@ -149,7 +152,8 @@ int main(int argc, char **argv)
 	use_uring = !strcmp(argv[1], "uring");
 	n = atol(argv[3]);
 	when = argv[4];
-	early = !strcmp(when, "inflight") || !strcmp(when, "stat");
+	early = !strcmp(when, "inflight") || !strcmp(when, "stat") ||
+		!strcmp(when, "fork");
 	fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
 	if (fd < 0) {
 		perror("open");
@@ -178,6 +182,16 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			fd = -1;
+			if (!strcmp(when, "fork")) {
+				pid_t pid = fork();
+
+				if (pid < 0)
+					return 1;
+				if (pid == 0) {
+					usleep(300000);
+					exit(0);
+				}
+			}
 		}
 		done += take();
 	}
