@@ -30,6 +30,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +431,25 @@ struct seg_init_arg {
 	uint64_t hint_key;
 };
 
+/* What fd's file is, for `dioshim gc`: its handle, if it fits. */
+static void seg_note_handle(struct dioshim_seg *seg, int fd)
+{
+	union {
+		struct file_handle h;
+		unsigned char buf[sizeof(struct file_handle) +
+				  sizeof(seg->handle.fh)];
+	} u;
+	int mnt;
+
+	u.h.handle_bytes = sizeof(seg->handle.fh);
+	seg->handle.fh_bytes = 0;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH))
+		return;
+	memcpy(seg->handle.fh, u.h.f_handle, u.h.handle_bytes);
+	seg->handle.fh_type = u.h.handle_type;
+	seg->handle.fh_bytes = u.h.handle_bytes;
+}
+
 /* Where fd's file is, for `dioshim gc`; empty if it has no name. */
 static void seg_note_path(struct dioshim_seg *seg, int fd)
 {
@@ -443,6 +463,7 @@ static void seg_note_path(struct dioshim_seg *seg, int fd)
 	    seg->path[0] != '/' || strstr(seg->path, " (deleted)"))
 		n = 0;
 	seg->path[n] = '\0';
+	seg_note_handle(seg, fd);
 }
 
 static void seg_init_undo(void *map)
@@ -1210,7 +1231,8 @@ int segment_live_users(struct dioshim_seg *seg)
 	return n;
 }
 
-enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
+enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
+			   struct dioshim_fh *fh)
 {
 	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
 	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true,
@@ -1228,6 +1250,9 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 	}
 	memcpy(file, seg->path, cap < sizeof(seg->path) ? cap : sizeof(seg->path));
 	file[cap - 1] = '\0';
+	*fh = seg->handle;
+	if (fh->fh_bytes > sizeof(fh->fh))
+		fh->fh_bytes = 0;
 	if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
 	    others_alive(seg, -1)) {
 		v = GC_IN_USE;
@@ -1248,6 +1273,32 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap)
 	seg_unlock(&seg->attach_lock);
 	sys_munmap(seg, SEG_SIZE);
 	return v;
+}
+
+bool segment_gc_file_gone(const char *segpath)
+{
+	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
+	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true,
+						    &want);
+	bool gone = false;
+
+	if (!seg)
+		return false;
+	if (seg->magic == DIOSHIM_SEG_MAGIC &&
+	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
+	    attach_lock_take(seg)) {
+		/* Still nobody alive (a process may have come since). */
+		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
+		    !others_alive(seg, -1)) {
+			hint_live_add(seg->hint_key, -1);
+			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
+			sys_unlink(segpath);
+			gone = true;
+		}
+		seg_unlock(&seg->attach_lock);
+	}
+	sys_munmap(seg, SEG_SIZE);
+	return gone;
 }
 
 bool segment_exists(const struct stat *file)

@@ -276,7 +276,8 @@ int segment_live_users(struct dioshim_seg *seg);
 /*
  * `dioshim gc` for one segment file: removes it when nobody alive uses it
  * and nothing is reserved.  When a reserved tail must be cut first, says
- * GC_NEEDS_FILE and copies the file's recorded path into file.
+ * GC_NEEDS_FILE and copies the file's recorded path into file and its
+ * handle into fh.
  */
 enum gc_verdict {
 	GC_IN_USE,
@@ -284,7 +285,11 @@ enum gc_verdict {
 	GC_NEEDS_FILE,
 	GC_FOREIGN, /* not a segment of ours, or unreadable: left alone */
 };
-enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap);
+enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
+			   struct dioshim_fh *fh);
+/* GC_NEEDS_FILE, and the file is deleted (its handle is stale): the tail
+ * went with it; the segment goes, if still nobody alive uses it. */
+bool segment_gc_file_gone(const char *segpath);
 
 /* Map and validate an existing segment by path (for the dioshim command
  * and recovery); NULL with errno on failure.  Unmap with segment_unmap. */

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #ifndef DIOSHIM_LIBDIR
@@ -283,13 +284,80 @@ static int recover(char **files)
 /* Remove segments nobody alive uses, cutting the tails they reserved. */
 static int gc_rc;
 
+/* A descriptor of a directory on the filesystem dev: the recorded path's
+ * nearest existing parent, else a mount point of dev (mountinfo); -1. */
+static int mount_dir(dev_t dev, const char *path)
+{
+	char dir[PATH_MAX], line[4096];
+	struct stat st;
+	FILE *mi;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
+		*slash = '\0';
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0 && !fstat(fd, &st) && st.st_dev == dev)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
+	mi = fopen("/proc/self/mountinfo", "re");
+	if (!mi)
+		return -1;
+	fd = -1;
+	while (fd < 0 && fgets(line, sizeof(line), mi)) {
+		unsigned maj, min;
+		char mnt[PATH_MAX];
+
+		/* id parent maj:min root mountpoint ... */
+		if (sscanf(line, "%*d %*d %u:%u %*s %4095s", &maj, &min, mnt) !=
+			    3 ||
+		    makedev(maj, min) != dev)
+			continue;
+		fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0 && (fstat(fd, &st) || st.st_dev != dev)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	fclose(mi);
+	return fd;
+}
+
+/* The file a segment's handle names, opened; -1 with errno (ESTALE: it
+ * was deleted), -2 when there is no handle or no way to ask. */
+static int open_handle(dev_t dev, const char *path,
+		       const struct dioshim_fh *fh)
+{
+	union {
+		struct file_handle h;
+		unsigned char buf[sizeof(struct file_handle) +
+				  sizeof(fh->fh)];
+	} u;
+	int mfd, fd, err;
+
+	if (!fh->fh_bytes || (mfd = mount_dir(dev, path)) < 0)
+		return -2;
+	u.h.handle_bytes = fh->fh_bytes;
+	u.h.handle_type = fh->fh_type;
+	memcpy(u.h.f_handle, fh->fh, fh->fh_bytes);
+	fd = open_by_handle_at(mfd, &u.h, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	err = errno;
+	close(mfd);
+	errno = err;
+	return fd < 0 && err != ESTALE ? -2 : fd;
+}
+
 static void gc_one(const char *segpath)
 {
 	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
 	const char *name = strrchr(segpath, '/') + 1;
 	char file[256];
 
-	switch (segment_gc(segpath, file, sizeof(file))) {
+	struct dioshim_fh fh;
+
+	switch (segment_gc(segpath, file, sizeof(file), &fh)) {
 	case GC_IN_USE:
 		printf("%s: in use (%s)\n", name, file);
 		break;
@@ -302,13 +370,36 @@ static void gc_one(const char *segpath)
 	case GC_NEEDS_FILE: {
 		struct stat st;
 		unsigned long long dev, ino;
+		bool named = sscanf(name + plen, "%llx.%llx", &dev, &ino) == 2;
+		int fd;
 
 		/* The recorded path must still name that inode. */
-		if (sscanf(name + plen, "%llx.%llx", &dev, &ino) == 2 &&
-		    file[0] && stat(file, &st) == 0 &&
+		if (named && file[0] && stat(file, &st) == 0 &&
 		    (unsigned long long)st.st_dev == dev &&
 		    (unsigned long long)st.st_ino == ino) {
 			gc_rc |= recover_one(file);
+			break;
+		}
+		/* Else the handle says where it went, or that it is gone. */
+		fd = named ? open_handle((dev_t)dev, file, &fh) : -2;
+		if (fd >= 0) {
+			char at[64], now[PATH_MAX];
+			ssize_t n;
+
+			snprintf(at, sizeof(at), "/proc/self/fd/%d", fd);
+			n = readlink(at, now, sizeof(now) - 1);
+			now[n > 0 ? n : 0] = '\0';
+			printf("%s: its file moved from %s to %s\n", name,
+			       file[0] ? file : "(unknown)",
+			       n > 0 ? now : "(unknown)");
+			gc_rc |= recover_one(at);
+			close(fd);
+		} else if (fd == -1 && errno == ESTALE) {
+			if (segment_gc_file_gone(segpath))
+				printf("%s: removed (its file was deleted)\n",
+				       name);
+			else
+				printf("%s: in use\n", name);
 		} else {
 			printf("%s: a reserved tail is left and its file is "
 			       "not at %s: run dioshim recover on it\n",

@@ -167,6 +167,30 @@ crash_round() {
 	assert_no_segment "$F"
 }
 
+@test "dioshim gc after a killed writer's file was deleted (RocksDB drops its unfinished SSTs) or renamed: the segment goes, the renamed file is cut where its data ends" {
+	local seg
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F.r" a ) 2>/dev/null || true
+	seg=$(segment_of "$F")
+	local segr
+	segr=$(segment_of "$F.r")
+	[ -e "$seg" ] && [ -e "$segr" ]
+	[ "$(real_size "$F.r")" -gt 32768 ]
+	rm "$F"
+	mkdir -p "$SCRATCH_MNT/moved"
+	mv "$F.r" "$SCRATCH_MNT/moved/r"
+	run "$DIOSHIM" gc
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"removed (its file was deleted)"* ]]
+	[[ "$output" == *"moved from $F.r to $SCRATCH_MNT/moved/r"* ]]
+	[ ! -e "$seg" ] && [ ! -e "$segr" ]
+	[ "$(real_size "$SCRATCH_MNT/moved/r")" -eq 32768 ]
+	run "$DIOSHIM" gc
+	[ "$status" -eq 0 ]
+	rm -rf "$SCRATCH_MNT/moved"
+}
+
 @test "dioshim gc cuts the tail a killed writer left and removes its segment; a segment in use is kept" {
 	local seg
 	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
