@@ -161,8 +161,32 @@ static void guest_in(struct shim_file *f, int fd)
  * through it).  A guest that does not come within
  * GUEST_JOIN_MS (idle, or one that can never join: no slot, no segment
  * directory) leaves the file exact, as any guest does.
+ *
+ * Only a writer that is writing comes soon: the wait ends once the file
+ * has not changed (size, mtime, ctime) for GUEST_IDLE_MS.  A process that
+ * opens a file another one wrote a moment ago and then left alone (each
+ * new WAL segment PostgreSQL opens under its WALWriteLock, while the
+ * last writer waits for that lock) pays that, not the whole wait.
  */
 #define GUEST_JOIN_MS 100
+#define GUEST_IDLE_MS 10
+
+/* Whether the file changed since *was (then updated). */
+static bool file_changed(int fd, struct stat *was)
+{
+	struct stat st;
+
+	if (sys_fstat(fd, &st))
+		return false;
+	if (st.st_size == was->st_size &&
+	    st.st_mtim.tv_sec == was->st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
+	    st.st_ctim.tv_sec == was->st_ctim.tv_sec &&
+	    st.st_ctim.tv_nsec == was->st_ctim.tv_nsec)
+		return false;
+	*was = st;
+	return true;
+}
 
 static void guests_wait(struct shim_file *f, int fd)
 {
@@ -170,15 +194,20 @@ static void guests_wait(struct shim_file *f, int fd)
 	struct timespec nap = { 0, 1000000 };
 	struct stat st;
 	bool recovered, locked, gone = false;
-	int i, cancel;
+	int i, idle, cancel;
 
 	/* The caller may hold the descriptor table's lock. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	/* The barrier is up already (barrier_hold_new, as it was made). */
-	for (i = 0; i < GUEST_JOIN_MS && !gone; i++) {
+	memset(&st, 0, sizeof(st));
+	file_changed(fd, &st);
+	for (i = 0, idle = 0; i < GUEST_JOIN_MS && idle < GUEST_IDLE_MS &&
+			      !gone; i++) {
 		gone = !guest_present(seg->hint_key, f->dev, f->ino, true);
-		if (!gone)
+		if (!gone) {
 			nanosleep(&nap, NULL);
+			idle = file_changed(fd, &st) ? 0 : idle + 1;
+		}
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
 	barrier_changing(f);
