@@ -60,7 +60,9 @@ if [ -n "$PLOT" ] && command -v gnuplot >/dev/null && [ -s "$lines" ]; then
 	       printf "\"%s %s\\n%s\" %s %s\n", $2, $4, $3, r, ($3 == "ext4" ? 1 : 2) }' \
 		"$lines" >"$dat"
 	gnuplot <<EOF
-set terminal pngcairo size 1100,520 font "sans,10"
+set terminal pngcairo size 1150,560 font "sans,10"
+set bmargin 9
+set rmargin 6
 set output "$PLOT"
 set title "dioshim over the kernel alone (same run, interleaved, medians; blue ext4, orange XFS): above 1 = faster"
 set style fill solid 0.8 border -1

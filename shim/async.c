@@ -2024,6 +2024,14 @@ void async_atfork_child(void)
 			child_drop = r->ops;
 		}
 	}
+	/* Appends completed but not yet published hold theirs too. */
+	while (deferred) {
+		struct aop *a = deferred;
+
+		deferred = a->next;
+		a->next = child_drop;
+		child_drop = a;
+	}
 	pthread_mutex_init(&async_lock, NULL);
 	rings = NULL;
 	aop_free = NULL;

@@ -1275,7 +1275,7 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
 	return v;
 }
 
-bool segment_gc_file_gone(const char *segpath)
+bool segment_gc_file_gone(const char *segpath, const struct dioshim_fh *fh)
 {
 	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
 	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true,
@@ -1287,8 +1287,11 @@ bool segment_gc_file_gone(const char *segpath)
 	if (seg->magic == DIOSHIM_SEG_MAGIC &&
 	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
 	    attach_lock_take(seg)) {
-		/* Still nobody alive (a process may have come since). */
-		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
+		/* Still that file's (the name may be a new file's now: the
+		 * inode number reused, its handle another generation), and
+		 * still nobody alive (a process may have come since). */
+		if (!memcmp(&seg->handle, fh, sizeof(*fh)) &&
+		    atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
 		    !others_alive(seg, -1)) {
 			hint_live_add(seg->hint_key, -1);
 			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);

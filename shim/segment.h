@@ -287,9 +287,10 @@ enum gc_verdict {
 };
 enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
 			   struct dioshim_fh *fh);
-/* GC_NEEDS_FILE, and the file is deleted (its handle is stale): the tail
- * went with it; the segment goes, if still nobody alive uses it. */
-bool segment_gc_file_gone(const char *segpath);
+/* GC_NEEDS_FILE, and the file is deleted (its handle fh is stale): the
+ * tail went with it; the segment goes, if it still holds fh and still
+ * nobody alive uses it. */
+bool segment_gc_file_gone(const char *segpath, const struct dioshim_fh *fh);
 
 /* Map and validate an existing segment by path (for the dioshim command
  * and recovery); NULL with errno on failure.  Unmap with segment_unmap. */

@@ -34,7 +34,7 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 6u
+#define DIOSHIM_LAYOUT_VERSION 5u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
@@ -287,14 +287,6 @@ struct dioshim_seg {
 	/* Where the file was when the segment was made: lets `dioshim gc`
 	 * trim a tail its writers left; verified against dev/ino before use. */
 	char path[256] __attribute__((aligned(DIOSHIM_CACHELINE)));
-	/* And what it is, wherever it went (name_to_handle_at): gc tells a
-	 * file renamed from one deleted (ESTALE), whose tail went with it.
-	 * fh_bytes 0: none (a filesystem without handles, or a longer one). */
-	struct dioshim_fh {
-		uint32_t fh_bytes;
-		int32_t fh_type;
-		unsigned char fh[56];
-	} handle __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 	/* Appends done but not yet covered by eof, waiting for an earlier
 	 * one: whoever moves eof to a done range's off moves it on to its
@@ -331,6 +323,18 @@ struct dioshim_seg {
 	 * one fallocate per chunk. */
 	DIOSHIM_ATOMIC(uint64_t) prefill_chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t prefill_pad[7];
+
+	/* What the file is, wherever it went (name_to_handle_at, by the
+	 * creator): `dioshim gc` tells a file renamed from one deleted
+	 * (ESTALE), whose tail went with it.  fh_bytes 0: none (a filesystem
+	 * without handles, a longer one, or a creator older than the field:
+	 * it sat in the head's unused tail, zeros, so the layout is the same
+	 * for them). */
+	struct dioshim_fh {
+		uint32_t fh_bytes;
+		int32_t fh_type;
+		unsigned char fh[56];
+	} handle __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 	/* Page-aligned: only the pages below slots_hi are backed. */
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS] __attribute__((aligned(4096)));
@@ -397,12 +401,15 @@ _Static_assert(offsetof(struct dioshim_seg, sync_seq) == 8 * DIOSHIM_CACHELINE,
 	       "commit line");
 _Static_assert(offsetof(struct dioshim_seg, path) == 10 * DIOSHIM_CACHELINE,
 	       "path");
-_Static_assert(offsetof(struct dioshim_seg, handle) == 14 * DIOSHIM_CACHELINE,
-	       "handle");
-_Static_assert(offsetof(struct dioshim_seg, done) == 15 * DIOSHIM_CACHELINE,
+_Static_assert(offsetof(struct dioshim_seg, done) == 14 * DIOSHIM_CACHELINE,
 	       "done ring");
-_Static_assert(offsetof(struct dioshim_seg, stripes) == 47 * DIOSHIM_CACHELINE,
+_Static_assert(offsetof(struct dioshim_seg, stripes) == 46 * DIOSHIM_CACHELINE,
 	       "stripe geometry");
+_Static_assert(offsetof(struct dioshim_seg, handle) ==
+			       offsetof(struct dioshim_seg, prefill_chunk) +
+				       DIOSHIM_CACHELINE &&
+		       offsetof(struct dioshim_seg, slot) == 4096,
+	       "handle: in layout 5's unused head tail, nothing moved");
 _Static_assert(offsetof(struct dioshim_seg, slot) % 4096 == 0, "slot pages");
 _Static_assert(DIOSHIM_SEG_HEAD <= 4096, "segment head: one page");
 _Static_assert(DIOSHIM_LAZY_OFF % 4096 == 0 &&

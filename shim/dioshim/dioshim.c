@@ -395,7 +395,7 @@ static void gc_one(const char *segpath)
 			gc_rc |= recover_one(at);
 			close(fd);
 		} else if (fd == -1 && errno == ESTALE) {
-			if (segment_gc_file_gone(segpath))
+			if (segment_gc_file_gone(segpath, &fh))
 				printf("%s: removed (its file was deleted)\n",
 				       name);
 			else
