@@ -33,7 +33,7 @@ noshim() { env -u LD_PRELOAD "$@"; }
 # blocks, which depend on how fragmented the free space was, not on what
 # the program asked for.
 data_blocks() {
-	noshim xfs_io -r -c fiemap "$1" | awk -F'[][.:]+' \
+	noshim xfs_io -r -c fiemap "$1" | awk -F'[]:.[]+' \
 		'NR > 1 && $NF !~ /hole/ { n += $4 - $3 + 1 } END { print n + 0 }'
 }
 
