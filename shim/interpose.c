@@ -471,12 +471,13 @@ bool shim_active(void)
 	} while (0)
 
 /*
- * Before the shim's close of a file: completions the program consumed
- * from a ring itself (QEMU reads the aio ring; liburing's peek is inline)
- * are applied first, so that the last close finds no write in flight and
- * cuts the reserved tail as it leaves.
+ * Before the shim's close of a file, or a size it answers by path:
+ * completions the program consumed from a ring itself (QEMU reads the aio
+ * ring; liburing's peek is inline) are applied first, so that the last
+ * close finds no write in flight and cuts the reserved tail as it leaves.
+ * Outside BOOKKEEP, which makes the shim busy and the settle a no-op.
  */
-static void closing_settle(void)
+static void rings_settle(void)
 {
 	if (shim_on())
 		async_settle();
@@ -496,7 +497,7 @@ static void forget_fd(int fd)
 	if (!in_vfork_child() && fdtable_forget_light(fd))
 		return;
 	if (shim_on()) {
-		closing_settle();
+		async_settle();
 		BOOKKEEP(fdtable_close(fd));
 	}
 	else if (io_busy && !config.disable && !in_vfork_child() &&
@@ -676,7 +677,7 @@ EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 	int r;
 
 	if (lo <= hi && !(flags & CLOSE_RANGE_CLOEXEC)) {
-		closing_settle();
+		rings_settle();
 		BOOKKEEP(fdtable_close_range(lo, hi));
 	}
 	if (lo <= hi && shim_on())
@@ -693,7 +694,7 @@ EXPORT void closefrom(int lowfd)
 	int from = lowfd;
 
 	if (lowfd >= 0) {
-		closing_settle();
+		rings_settle();
 		BOOKKEEP(fdtable_close_range((unsigned)lowfd, ~0u));
 	}
 	/* Past the last lifeline, glibc's closefrom, with its own fallback. */
@@ -711,7 +712,7 @@ EXPORT int fclose(FILE *stream)
 	int fd = stream ? fileno(stream) : -1, r;
 
 	if (fd >= 0) {
-		closing_settle();
+		rings_settle();
 		BOOKKEEP(fdtable_close(fd));
 	}
 	r = real_fclose(stream);
@@ -729,7 +730,7 @@ static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
 	FILE *r;
 
 	if (fd >= 0) {
-		closing_settle();
+		rings_settle();
 		BOOKKEEP(fdtable_close(fd));
 	}
 	r = real(path, mode, stream);
@@ -778,7 +779,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
 	int fd;
 
-	closing_settle();
+	rings_settle();
 	BOOKKEEP(dup_over(oldfd, newfd));
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		forget_fd(newfd); /* from a handler: newfd is adopted anew */
@@ -794,7 +795,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	int fd;
 
 	if (oldfd != newfd) {
-		closing_settle();
+		rings_settle();
 		BOOKKEEP(dup_over(oldfd, newfd));
 	}
 	if (io_busy && oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
@@ -1120,10 +1121,7 @@ static void fix_path_size(int dirfd, const char *path, int flags,
 	if ((!path || !*path) && (flags & AT_EMPTY_PATH))
 		fix_fd_size(dirfd, &st->st_size, st->st_mode);
 	else if (S_ISREG(st->st_mode) && !hint_surely_dead()) {
-		/* Before BOOKKEEP, which makes the shim busy: completions
-		 * the program took from a ring itself count. */
-		if (shim_on())
-			async_settle();
+		rings_settle();
 		BOOKKEEP(io_fix_path_size(path, dirfd, flags, st));
 	}
 }
