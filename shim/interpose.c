@@ -1996,17 +1996,20 @@ dioshim_syscall_served(long n, long a0, long a1, long a2, long a3, long a4,
 
 /* Moved whatever the call answers: one that fails part way (ENOMEM over
  * a gap, a MAP_FIXED mmap refused after the old mapping went) may have
- * changed part of its range. */
-static long mm_result(long r, bool lost)
+ * changed part of its range.  [addr, addr + len) when lost; all of the
+ * address space when len is SIZE_MAX. */
+static long mm_result(long r, bool lost, const void *addr, size_t len)
 {
-	if (lost)
+	if (lost && len == SIZE_MAX)
 		umem_changed();
+	else if (lost)
+		umem_lost(addr, len);
 	return r;
 }
 
 EXPORT int munmap(void *addr, size_t len)
 {
-	return (int)mm_result(syscall(SYS_munmap, addr, len), true);
+	return (int)mm_result(syscall(SYS_munmap, addr, len), true, addr, len);
 }
 
 EXPORT int mprotect(void *addr, size_t len, int prot)
@@ -2015,20 +2018,21 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 	 * in). */
 	return (int)mm_result(syscall(SYS_mprotect, addr, len, prot),
 			      (prot & (PROT_READ | PROT_WRITE)) !=
-				      (PROT_READ | PROT_WRITE));
+				      (PROT_READ | PROT_WRITE),
+			      addr, len);
 }
 
 EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
 	/* A key may deny what the protection allows. */
 	return (int)mm_result(syscall(SYS_pkey_mprotect, addr, len, prot,
-				      pkey), true);
+				      pkey), true, addr, len);
 }
 
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	return (int)mm_result(syscall(SYS_madvise, addr, len, advice),
-			      !umem_advice_keeps(advice));
+			      !umem_advice_keeps(advice), addr, len);
 }
 
 static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
@@ -2037,7 +2041,7 @@ static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
 	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not. */
 	return (void *)mm_result(syscall(SYS_mmap, addr, len, prot, flags, fd,
 					 off),
-				 flags & MAP_FIXED);
+				 flags & MAP_FIXED, addr, len);
 }
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
@@ -2074,12 +2078,12 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 	}
 	return (void *)mm_result(syscall(SYS_mremap, old, old_len, new_len,
 					 flags, to),
-				 true);
+				 true, NULL, SIZE_MAX);
 }
 
 EXPORT int shmdt(const void *addr)
 {
-	return (int)mm_result(syscall(SYS_shmdt, addr), true);
+	return (int)mm_result(syscall(SYS_shmdt, addr), true, NULL, SIZE_MAX);
 }
 
 /* The heap cut by the program itself (glibc's malloc calls __sbrk, and
@@ -2088,7 +2092,7 @@ extern void *__sbrk(intptr_t inc);
 
 EXPORT void *sbrk(intptr_t inc)
 {
-	return (void *)mm_result((long)__sbrk(inc), inc < 0);
+	return (void *)mm_result((long)__sbrk(inc), inc < 0, NULL, SIZE_MAX);
 }
 
 /* ---- sync ---------------------------------------------------------------- */

@@ -11,6 +11,12 @@
  * open under a mapping, io_destroy and io_uring_queue_exit, which unmap
  * rings, fork, which drops MADV_DONTFORK pages) move the generation,
  * succeeded or not, and every thread forgets its pages at its next read.
+ * A call that names its range (munmap, mprotect, a MAP_FIXED mmap, a
+ * guard) also logs the range with its generation: a thread then forgets
+ * only the pages in the ranges logged since it last looked.  A program
+ * that makes a guard page for every coroutine stack (QEMU) would
+ * otherwise have every thread ask again about every iocb page, a system
+ * call each, a few times a second.
  *
  * What is not seen: pages glibc gives back on its own (free() of a large
  * block, an arena trimmed, a thread's stack, dlclose, brk), raw system
@@ -41,20 +47,112 @@
 #endif
 
 #define UMEM_PAGE 4096u
-#define UMEM_SLOTS 256u
+#define UMEM_SLOTS 1024u
+#define UMEM_WAYS 8u /* a set's slots: pages a stride apart (coroutine
+		      * stacks) must not keep evicting each other */
 
 static _Atomic unsigned long umem_gen = 1;
 
 /* This thread's known pages: (page number + 1) << 1, | 1 when writable
- * too; 0 is empty.  Valid for generation gen. */
+ * too; 0 is empty.  Valid for generation gen.  A page lives in one set
+ * of UMEM_WAYS slots; a full set gives up its slots in turn (evict). */
 static __thread struct {
 	unsigned long gen;
+	unsigned evict;
 	uintptr_t page[UMEM_SLOTS];
 } known __attribute__((tls_model("initial-exec")));
+
+/*
+ * The ranges lost, by generation: generation g's pages [lo, hi] are in
+ * entry g % UMEM_LOG when its gen says g.  One writer at a time (a call
+ * that finds the log busy, a signal handler's say, moves the generation
+ * without an entry: readers then forget everything); readers check gen
+ * before and after (a seqlock), and an entry rewritten meanwhile, or
+ * never written, makes them forget everything too.
+ */
+#define UMEM_LOG 64u
+
+static struct {
+	_Atomic unsigned long gen;
+	_Atomic uintptr_t lo, hi;
+} lost_log[UMEM_LOG];
+static atomic_flag lost_busy = ATOMIC_FLAG_INIT;
 
 void umem_changed(void)
 {
 	atomic_fetch_add_explicit(&umem_gen, 1, memory_order_release);
+}
+
+void umem_lost(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, lo = a / UMEM_PAGE, hi;
+	unsigned long g;
+
+	if (atomic_flag_test_and_set_explicit(&lost_busy,
+					      memory_order_acquire)) {
+		umem_changed();
+		return;
+	}
+	hi = len && a + len - 1 >= a ? (a + len - 1) / UMEM_PAGE
+				     : len ? UINTPTR_MAX : lo;
+	g = atomic_fetch_add_explicit(&umem_gen, 1, memory_order_acq_rel) + 1;
+	atomic_store_explicit(&lost_log[g % UMEM_LOG].gen, 0,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&lost_log[g % UMEM_LOG].lo, lo,
+			      memory_order_relaxed);
+	atomic_store_explicit(&lost_log[g % UMEM_LOG].hi, hi,
+			      memory_order_relaxed);
+	atomic_store_explicit(&lost_log[g % UMEM_LOG].gen, g,
+			      memory_order_release);
+	atomic_flag_clear_explicit(&lost_busy, memory_order_release);
+}
+
+/* Generation g's range, if its entry still holds it. */
+static bool lost_range(unsigned long g, uintptr_t *lo, uintptr_t *hi)
+{
+	unsigned long seen;
+
+	seen = atomic_load_explicit(&lost_log[g % UMEM_LOG].gen,
+				    memory_order_acquire);
+	*lo = atomic_load_explicit(&lost_log[g % UMEM_LOG].lo,
+				   memory_order_relaxed);
+	*hi = atomic_load_explicit(&lost_log[g % UMEM_LOG].hi,
+				   memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return seen == g && atomic_load_explicit(&lost_log[g % UMEM_LOG].gen,
+						 memory_order_relaxed) == g;
+}
+
+/* Bring this thread's pages from generation known.gen to gen: forget
+ * those in the ranges lost since, or all of them. */
+static void forget(unsigned long gen)
+{
+	uintptr_t lo[UMEM_LOG / 4], hi[UMEM_LOG / 4];
+	unsigned long g, n = gen - known.gen;
+	size_t i, k;
+
+	if (n > UMEM_LOG / 4)
+		goto all;
+	for (k = 0, g = known.gen + 1; k < n; k++, g++)
+		if (!lost_range(g, &lo[k], &hi[k]))
+			goto all;
+	for (i = 0; i < UMEM_SLOTS; i++) {
+		uintptr_t pg = (known.page[i] >> 1) - 1;
+
+		if (!known.page[i])
+			continue;
+		for (k = 0; k < n; k++)
+			if (pg >= lo[k] && pg <= hi[k]) {
+				known.page[i] = 0;
+				break;
+			}
+	}
+	known.gen = gen;
+	return;
+all:
+	memset(known.page, 0, sizeof(known.page));
+	known.gen = gen;
 }
 
 bool umem_advice_keeps(int advice)
@@ -89,9 +187,26 @@ bool umem_advice_keeps(int advice)
 	}
 }
 
-static size_t slot(uintptr_t pg)
+/* The slot of pg's set that holds it, or the one to put it in. */
+static uintptr_t *slot(uintptr_t pg)
 {
-	return (size_t)((pg * 0x9e3779b97f4a7c15ull) >> 56) % UMEM_SLOTS;
+	uint64_t h = pg;
+	uintptr_t *set, *free = NULL;
+	size_t w;
+
+	/* splitmix64's finaliser: every bit of the page number moves the
+	 * set (a multiplier alone keeps some strides together). */
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	set = &known.page[(h % (UMEM_SLOTS / UMEM_WAYS)) * UMEM_WAYS];
+	for (w = 0; w < UMEM_WAYS; w++) {
+		if (set[w] >> 1 == pg + 1)
+			return &set[w];
+		if (!set[w] && !free)
+			free = &set[w];
+	}
+	return free ? free : &set[known.evict++ % UMEM_WAYS];
 }
 
 /* Whether the kernel can read the page at pg (an address >> 12): a real
@@ -148,12 +263,10 @@ static size_t usable_prefix(const void *src, size_t n, bool write)
 	first = a / UMEM_PAGE;
 	last = (a + n - 1) / UMEM_PAGE;
 	gen = atomic_load_explicit(&umem_gen, memory_order_acquire);
-	if (known.gen != gen) {
-		memset(known.page, 0, sizeof(known.page));
-		known.gen = gen;
-	}
+	if (known.gen != gen)
+		forget(gen);
 	for (pg = first; pg <= last; pg++) {
-		uintptr_t *s = &known.page[slot(pg)];
+		uintptr_t *s = slot(pg);
 
 		want = (pg + 1) << 1 | write;
 		if (*s == want || (!write && *s == (want | 1)))

@@ -26,6 +26,9 @@ bool umem_writable(const void *p, size_t n);
 /* The address space may have lost readable pages: forget them all. */
 void umem_changed(void);
 
+/* It may have lost those of [addr, addr + len): forget those. */
+void umem_lost(const void *addr, size_t len);
+
 /* Whether a madvise advice leaves every page of its range readable. */
 bool umem_advice_keeps(int advice);
 

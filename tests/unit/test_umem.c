@@ -8,7 +8,9 @@
 #include "umem.h"
 #include "unit.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -32,10 +34,66 @@ static void raw_unmap(void *p, size_t n)
 	CHECK(syscall(SYS_munmap, p, n) == 0);
 }
 
+/* Whether reading p faults: known readable, it is read without asking
+ * the kernel (in a child, which shows it). */
+static bool read_faults(const char *p)
+{
+	char dst[64];
+	pid_t pid = fork();
+	int st;
+
+	if (!pid) {
+		umem_read(dst, p, sizeof(dst));
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+}
+
+/* Other threads logging ranges far from the page under test, all the
+ * time: a loss of that page must never be missed (the log wrapped, an
+ * entry rewritten while read, or the log busy). */
+static atomic_bool noise_stop;
+
+static void *noise(void *arg)
+{
+	char *far = arg;
+
+	while (!atomic_load(&noise_stop))
+		umem_lost(far, PG);
+	return NULL;
+}
+
+static void lost_under_noise(void)
+{
+	pthread_t t[3];
+	char dst[64], *far = pages(1), *p;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		CHECK(pthread_create(&t[i], NULL, noise, far) == 0);
+	for (i = 0; i < 2000; i++) {
+		p = pages(1);
+		if (umem_read(dst, p, 64) != 64) {
+			CHECK(!"a mapped page read as unreadable");
+			break;
+		}
+		raw_unmap(p, PG);
+		umem_lost(p, PG);
+		if (umem_read(dst, p, 64) != 0) {
+			CHECK(!"a page unmapped and logged read as readable");
+			break;
+		}
+	}
+	atomic_store(&noise_stop, true);
+	for (i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+}
+
 int main(void)
 {
 	char dst[3 * PG], *p;
-	int fd, st;
+	int fd, st, i;
 	pid_t pid;
 
 	/* Readable, and a bad pointer. */
@@ -67,6 +125,45 @@ int main(void)
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
 	umem_changed();
 	CHECK(umem_read(dst, p, 64) == 0);
+
+	/* A range logged lost: only its pages are asked about again.  One
+	 * out of it, taken away without a word, still reads without asking
+	 * (it faults); one in it answers 0. */
+	p = pages(3);
+	CHECK(umem_read(dst, p, 64) == 64 && umem_read(dst, p + 2 * PG, 64) == 64);
+	raw_unmap(p, PG);
+	raw_unmap(p + 2 * PG, PG);
+	umem_lost(p + 2 * PG, PG);
+	CHECK(read_faults(p));
+	CHECK(umem_read(dst, p + 2 * PG, 64) == 0);
+	/* The last page of a range whose length is not whole pages, and a
+	 * range to the top of the address space. */
+	p = pages(2);
+	CHECK(umem_read(dst, p + PG, 64) == 64);
+	raw_unmap(p + PG, PG);
+	umem_lost(p, PG + 1);
+	CHECK(umem_read(dst, p + PG, 64) == 0);
+	p = pages(1);
+	CHECK(umem_read(dst, p, 64) == 64);
+	raw_unmap(p, PG);
+	umem_lost(p, SIZE_MAX);
+	CHECK(umem_read(dst, p, 64) == 0);
+	/* More ranges logged than a thread looks through: it forgets all. */
+	p = pages(1);
+	CHECK(umem_read(dst, p, 64) == 64);
+	raw_unmap(p, PG);
+	for (i = 0; i < 100; i++)
+		umem_lost((void *)PG, PG);
+	CHECK(umem_read(dst, p, 64) == 0);
+	/* A change without a range (fork, a truncate): all. */
+	p = pages(1);
+	CHECK(umem_read(dst, p, 64) == 64);
+	raw_unmap(p, PG);
+	umem_lost((void *)PG, PG);
+	umem_changed();
+	umem_lost((void *)PG, PG);
+	CHECK(umem_read(dst, p, 64) == 0);
+	lost_under_noise();
 
 	/* A mapped file cut short: past its end, no SIGBUS. */
 	fd = memfd_create("umem", 0);
