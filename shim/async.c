@@ -1113,9 +1113,9 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 		for (i = 0; i < got; i++) {
 			/* The kernel reads each iocb, then stores its key
 			 * in it: one it cannot write is its EFAULT too. */
-			if (!copy_in(&io, ptr[i], sizeof(io)) ||
-			    !umem_writable(ptr[i], sizeof(io)))
+			if (!umem_writable(ptr[i], sizeof(io)))
 				return base + i;
+			memcpy(&io, ptr[i], sizeof(io));
 			/* A queued write to a lone writer's file: others may
 			 * follow it before it completes. */
 			if (aio_is_write(&io))

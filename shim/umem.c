@@ -124,22 +124,48 @@ static bool lost_range(unsigned long g, uintptr_t *lo, uintptr_t *hi)
 						 memory_order_relaxed) == g;
 }
 
+static uintptr_t *set_of(uintptr_t pg);
+
+/* Forget pg if known: a few pages lost (a guard page) are looked up, not
+ * searched for among all the slots. */
+static void forget_page(uintptr_t pg)
+{
+	uintptr_t *set = set_of(pg);
+	size_t w;
+
+	for (w = 0; w < UMEM_WAYS; w++)
+		if (set[w] >> 1 == pg + 1)
+			set[w] = 0;
+}
+
 /* Bring this thread's pages from generation known.gen to gen: forget
  * those in the ranges lost since, or all of them. */
 static void forget(unsigned long gen)
 {
-	uintptr_t lo[UMEM_LOG / 4], hi[UMEM_LOG / 4];
+	uintptr_t lo[UMEM_LOG / 4], hi[UMEM_LOG / 4], pages = 0, pg;
 	unsigned long g, n = gen - known.gen;
 	size_t i, k;
 
 	if (n > UMEM_LOG / 4)
 		goto all;
-	for (k = 0, g = known.gen + 1; k < n; k++, g++)
+	for (k = 0, g = known.gen + 1; k < n; k++, g++) {
 		if (!lost_range(g, &lo[k], &hi[k]))
 			goto all;
+		pages += hi[k] - lo[k] < UMEM_WAYS * 4 ? hi[k] - lo[k] + 1
+						       : UMEM_SLOTS;
+	}
+	if (pages <= UMEM_WAYS * 4) {
+		for (k = 0; k < n; k++)
+			for (pg = lo[k];; pg++) {
+				forget_page(pg);
+				if (pg == hi[k])
+					break;
+			}
+		known.gen = gen;
+		return;
+	}
 	for (i = 0; i < UMEM_SLOTS; i++) {
-		uintptr_t pg = (known.page[i] >> 1) - 1;
-
+		pg = (known.page[i] >> 1) - 1;
 		if (!known.page[i])
 			continue;
 		for (k = 0; k < n; k++)
@@ -187,19 +213,25 @@ bool umem_advice_keeps(int advice)
 	}
 }
 
-/* The slot of pg's set that holds it, or the one to put it in. */
-static uintptr_t *slot(uintptr_t pg)
+/* The set of slots pg lives in. */
+static uintptr_t *set_of(uintptr_t pg)
 {
 	uint64_t h = pg;
-	uintptr_t *set, *free = NULL;
-	size_t w;
 
 	/* splitmix64's finaliser: every bit of the page number moves the
 	 * set (a multiplier alone keeps some strides together). */
 	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
 	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
 	h ^= h >> 31;
-	set = &known.page[(h % (UMEM_SLOTS / UMEM_WAYS)) * UMEM_WAYS];
+	return &known.page[(h % (UMEM_SLOTS / UMEM_WAYS)) * UMEM_WAYS];
+}
+
+/* The slot of pg's set that holds it, or the one to put it in. */
+static uintptr_t *slot(uintptr_t pg)
+{
+	uintptr_t *set = set_of(pg), *free = NULL;
+	size_t w;
+
 	for (w = 0; w < UMEM_WAYS; w++) {
 		if (set[w] >> 1 == pg + 1)
 			return &set[w];

@@ -136,6 +136,15 @@ int main(void)
 	umem_lost(p + 2 * PG, PG);
 	CHECK(read_faults(p));
 	CHECK(umem_read(dst, p + 2 * PG, 64) == 0);
+	/* A range of many pages (searched for among all the slots): its
+	 * pages forgotten, one past it not. */
+	p = pages(102);
+	CHECK(umem_read(dst, p + 50 * PG, 64) == 64 &&
+	      umem_read(dst, p + 101 * PG, 64) == 64);
+	raw_unmap(p, 102 * PG);
+	umem_lost(p, 101 * PG);
+	CHECK(read_faults(p + 101 * PG));
+	CHECK(umem_read(dst, p + 50 * PG, 64) == 0);
 	/* The last page of a range whose length is not whole pages, and a
 	 * range to the top of the address space. */
 	p = pages(2);
