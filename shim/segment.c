@@ -926,6 +926,43 @@ static void own_writes_drain(struct shim_file *f)
 			DRAIN_OWN_MS);
 }
 
+/* Mark seg dead, remove its name and count it out of the hint (its
+ * attach lock held).  Once only: a segment dead already is not ours to
+ * unlink, the name may be a new segment's. */
+static void seg_retire(struct dioshim_seg *seg, const char *path)
+{
+	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD)
+		return;
+	atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
+	sys_unlink(path);
+	hint_live_add(seg->hint_key, -1);
+}
+
+/* The segment at path mapped, if it is one of this layout, with its
+ * attach lock held; NULL (nothing mapped) if not. */
+static struct dioshim_seg *seg_open_locked(const char *path)
+{
+	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
+	struct dioshim_seg *seg = shm_open_existing(path, SEG_SIZE, true,
+						    &want);
+
+	if (!seg)
+		return NULL;
+	if (seg->magic == DIOSHIM_SEG_MAGIC &&
+	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
+	    attach_lock_take(seg))
+		return seg;
+	sys_munmap(seg, SEG_SIZE);
+	return NULL;
+}
+
+/* seg_open_locked's segment given back. */
+static void seg_close_locked(struct dioshim_seg *seg)
+{
+	seg_unlock(&seg->attach_lock);
+	sys_munmap(seg, SEG_SIZE);
+}
+
 /* Detach f (its last reference is gone); files_lock held. */
 static void file_detach(struct shim_file *f, int fd)
 {
@@ -951,11 +988,8 @@ static void file_detach(struct shim_file *f, int fd)
 		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
 		    !others_alive(seg, -1) &&
 		    !guest_present(seg->hint_key, f->dev, f->ino, false) &&
-		    last_out(f, fd) && !seg_path_of(seg, path, sizeof(path))) {
-			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-			sys_unlink(path);
-			hint_live_add(seg->hint_key, -1);
-		}
+		    last_out(f, fd) && !seg_path_of(seg, path, sizeof(path)))
+			seg_retire(seg, path);
 		seg_unlock(&seg->attach_lock);
 	}
 	atomic_store(&f->leaving, FILE_GONE);
@@ -1178,25 +1212,17 @@ void segment_atfork_child(void)
 /* Give back, in one segment, the slots that name this process. */
 static void reclaim_self_in(const char *path)
 {
-	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
-	struct dioshim_seg *seg = shm_open_existing(path, SEG_SIZE, true,
-						    &want);
-	int i;
+	struct dioshim_seg *seg = seg_open_locked(path);
+	int i, n;
 
 	if (!seg)
 		return;
-	if (seg->magic == DIOSHIM_SEG_MAGIC &&
-	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
-	    attach_lock_take(seg)) {
-		int n = seg_slots(seg);
-
-		for (i = 0; i < n; i++)
-			if (owner_is_self(&seg->slot[i].owner))
-				slot_release(seg, i);
-		image_gone(seg);
-		seg_unlock(&seg->attach_lock);
-	}
-	sys_munmap(seg, SEG_SIZE);
+	n = seg_slots(seg);
+	for (i = 0; i < n; i++)
+		if (owner_is_self(&seg->slot[i].owner))
+			slot_release(seg, i);
+	image_gone(seg);
+	seg_close_locked(seg);
 }
 
 /*
@@ -1234,20 +1260,12 @@ int segment_live_users(struct dioshim_seg *seg)
 enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
 			   struct dioshim_fh *fh)
 {
-	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
-	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true,
-						    &want);
+	struct dioshim_seg *seg = seg_open_locked(segpath);
 	enum gc_verdict v;
 
 	file[0] = '\0';
 	if (!seg)
 		return GC_FOREIGN;
-	if (seg->magic != DIOSHIM_SEG_MAGIC ||
-	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE ||
-	    !attach_lock_take(seg)) {
-		sys_munmap(seg, SEG_SIZE);
-		return GC_FOREIGN;
-	}
 	memcpy(file, seg->path, cap < sizeof(seg->path) ? cap : sizeof(seg->path));
 	file[cap - 1] = '\0';
 	*fh = seg->handle;
@@ -1259,48 +1277,39 @@ enum gc_verdict segment_gc(const char *segpath, char *file, size_t cap,
 	} else if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD ||
 		   (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
 		    !atomic_load(&seg->recorded_phys))) {
-		/* Nothing reserved: the segment is all there is to remove. */
-		if (atomic_load(&seg->state) != DIOSHIM_SEG_DEAD)
-			hint_live_add(seg->hint_key, -1);
-		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-		sys_unlink(segpath);
+		/* Nothing reserved: the segment is all there is to remove
+		 * (one dead already, left by a process killed as it removed
+		 * it, is removed too). */
+		if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD)
+			sys_unlink(segpath);
+		seg_retire(seg, segpath);
 		v = GC_REMOVED;
 	} else {
 		/* A tail to cut: that needs the file (segment_attach then
 		 * segment_put, by the caller). */
 		v = GC_NEEDS_FILE;
 	}
-	seg_unlock(&seg->attach_lock);
-	sys_munmap(seg, SEG_SIZE);
+	seg_close_locked(seg);
 	return v;
 }
 
 bool segment_gc_file_gone(const char *segpath, const struct dioshim_fh *fh)
 {
-	struct shm_want want = { SHM_SEG_ANY, 0, NULL };
-	struct dioshim_seg *seg = shm_open_existing(segpath, SEG_SIZE, true,
-						    &want);
+	struct dioshim_seg *seg = seg_open_locked(segpath);
 	bool gone = false;
 
 	if (!seg)
 		return false;
-	if (seg->magic == DIOSHIM_SEG_MAGIC &&
-	    seg->version == DIOSHIM_LAYOUT_VERSION && seg->size == SEG_SIZE &&
-	    attach_lock_take(seg)) {
-		/* Still that file's (the name may be a new file's now: the
-		 * inode number reused, its handle another generation), and
-		 * still nobody alive (a process may have come since). */
-		if (!memcmp(&seg->handle, fh, sizeof(*fh)) &&
-		    atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
-		    !others_alive(seg, -1)) {
-			hint_live_add(seg->hint_key, -1);
-			atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-			sys_unlink(segpath);
-			gone = true;
-		}
-		seg_unlock(&seg->attach_lock);
+	/* Still that file's (the name may be a new file's now: the inode
+	 * number reused, its handle another generation), and still nobody
+	 * alive (a process may have come since). */
+	if (!memcmp(&seg->handle, fh, sizeof(*fh)) &&
+	    atomic_load(&seg->state) != DIOSHIM_SEG_DEAD &&
+	    !others_alive(seg, -1)) {
+		seg_retire(seg, segpath);
+		gone = true;
 	}
-	sys_munmap(seg, SEG_SIZE);
+	seg_close_locked(seg);
 	return gone;
 }
 

@@ -852,7 +852,8 @@ int lifeline_fds(unsigned lo, unsigned hi, unsigned *out, int max)
  * tail through the copy (segment.c).  Kept with the lifelines, for the
  * same protection from the program's close, close_range and dup2 (which
  * may move it: it is named by its key); the fork child closes its copies
- * with the lifelines.  A few at most.
+ * with the lifelines.  At most KEEPS_MAX: past them, none is kept, and
+ * the file's reserved tail stays for gc (segment_put says so).
  */
 #define KEEP_KEY (1ull << 62)
 static uint64_t keep_seq;

@@ -22,7 +22,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 pass=0 fail=0 skip=0
-failed=()
+failed=() suite_times=()
 
 run_unit() {
 	local t name rc out
@@ -42,7 +42,7 @@ run_unit() {
 
 # One suite under one filesystem (FS, read by the suite's setup_file).
 run_suite() {
-	local file=$1 fs=$2 line tag name
+	local file=$1 fs=$2 line tag name start=$SECONDS
 	tag=$(basename "$file" .bats)${fs:+[$fs]}
 	while IFS= read -r line; do
 		name=${line#*ok }
@@ -54,6 +54,9 @@ run_suite() {
 		"#"*) echo "        $line" ;;
 		esac
 	done < <(FS=$fs DIOSHIM_SHM_DIR=$(suite_shm) bats --tap "$file" 2>&1)
+	# Where make test's time goes.
+	echo "        $tag took $((SECONDS - start)) s"
+	suite_times+=("$((SECONDS - start)) $tag")
 }
 
 # Each suite run gets segments of its own: a suite's filesystems reuse
@@ -91,6 +94,11 @@ if [ ${#failed[@]} -gt 0 ]; then
 	echo
 	echo "failed:"
 	printf '  %s\n' "${failed[@]}"
+fi
+if [ ${#suite_times[@]} -gt 1 ]; then
+	echo
+	echo "slowest suites (s):"
+	printf '%s\n' "${suite_times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
