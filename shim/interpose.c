@@ -2012,6 +2012,14 @@ EXPORT int munmap(void *addr, size_t len)
 	return (int)mm_result(syscall(SYS_munmap, addr, len), true, addr, len);
 }
 
+/* The range a protection change reaches: PROT_GROWSDOWN and PROT_GROWSUP
+ * carry it to the start or the end of the mapping (all of the address
+ * space, for umem: the shim does not know where that is). */
+static size_t prot_reach(int prot, size_t len)
+{
+	return prot & (PROT_GROWSDOWN | PROT_GROWSUP) ? SIZE_MAX : len;
+}
+
 EXPORT int mprotect(void *addr, size_t len, int prot)
 {
 	/* Unreadable, or unwritable (an iocb the kernel and the shim store
@@ -2019,14 +2027,14 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 	return (int)mm_result(syscall(SYS_mprotect, addr, len, prot),
 			      (prot & (PROT_READ | PROT_WRITE)) !=
 				      (PROT_READ | PROT_WRITE),
-			      addr, len);
+			      addr, prot_reach(prot, len));
 }
 
 EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
 	/* A key may deny what the protection allows. */
 	return (int)mm_result(syscall(SYS_pkey_mprotect, addr, len, prot,
-				      pkey), true, addr, len);
+				      pkey), true, addr, prot_reach(prot, len));
 }
 
 EXPORT int madvise(void *addr, size_t len, int advice)

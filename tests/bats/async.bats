@@ -117,12 +117,15 @@ aw_ok() {
 	[ "$(wc -l <"$T/shim")" -eq 14 ]
 }
 
-@test "libaio: an iocb or array read once, then unmapped, protected (in full, in part, read-only), mapped over, guarded, moved, detached, cut short, not forked, its context destroyed; write-only iocbs; batches read in part: the answers of the kernel alone" {
+@test "libaio: an iocb or array read once, then unmapped, protected (in full, in part, read-only, down to a growing mapping's start), mapped over, guarded, moved, detached, cut short, not forked, its context destroyed; a neighbour protected; write-only iocbs; batches read in part: the answers of the kernel alone" {
 	noshim "$AW" aio gone "$F.k" >"$T/kernel"
 	shim "$AW" aio gone "$F" >"$T/shim"
 	cat "$T/shim"
 	diff "$T/kernel" "$T/shim"
-	[ "$(grep -c 'submit=-14' "$T/shim")" -eq 11 ]
+	[ "$(grep -c 'submit=-14' "$T/shim")" -eq 12 ]
+	grep -q '^neighbour submit=1 res=4096' "$T/shim"
+	grep -q '^mprotect-growsdown=0$' "$T/shim"
+	grep -q '^growsdown submit=-14' "$T/shim"
 	grep -q '^ctx-destroyed submit=-22' "$T/shim"
 	grep -q '^batch-writeonly submit=2 res=4096 res=4096' "$T/shim"
 	grep -q '^batch-array-cut submit=1 res=4096' "$T/shim"

@@ -584,6 +584,21 @@ static void aio_gone(void)
 		  munmap(p + BLK, BLK);
 		  printf("mprotect=%d\n", mprotect(p, 3 * BLK, PROT_NONE) ?
 					    -errno : 0));
+	/* The page next to the iocb's taken away: the iocb's stays, and so
+	 * does the kernel's answer. */
+	IOCB_GONE("neighbour", mprotect(p + BLK, BLK, PROT_NONE));
+	/* A mapping that grows down: PROT_GROWSDOWN carries the protection
+	 * to the mapping's start, below the page named. */
+	p = mmap(NULL, 2 * BLK, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap growsdown");
+	io = (struct iocb *)p;
+	arr[0] = io;
+	gone_submit("growsdown-before", io, arr, 1);
+	printf("mprotect-growsdown=%d\n",
+	       mprotect(p + BLK, BLK, PROT_NONE | PROT_GROWSDOWN) ? -errno : 0);
+	gone_submit("growsdown", NULL, arr, 1);
 	/* Made read-only: the kernel cannot store the iocb's key (and the
 	 * shim must not rewrite the append). */
 	IOCB_GONE("readonly-append",
