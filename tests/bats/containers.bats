@@ -104,3 +104,24 @@ ends_at_data() {
 	ends_at_data "$F" 70
 	assert_no_segment "$F"
 }
+
+# A program in a pid namespace of its own that closes its file with
+# writes in flight and takes their completions from the ring itself
+# (ringreap, async.bats): the copy the shim keeps of its descriptor and
+# the cut at the last completion work there as here.
+@test "a close with writes in flight in another pid namespace (aio, io_uring): the kernel's size and bytes, no tail, no xattr, no segment" {
+	local kind
+	for kind in aio uring; do
+		noshim "$HELPERS/ringreap" "$kind" "$F.k" 96 inflight
+		run unshare --pid --fork --mount-proc -- "$DIOSHIM" \
+			"$HELPERS/ringreap" "$kind" "$F" 96 inflight
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[ "$(real_size "$F")" -eq $((96 * 65536)) ]
+		noshim cmp "$F" "$F.k"
+		run noshim getfattr -n user.dioshim.eof "$F"
+		[ "$status" -ne 0 ]
+		assert_no_segment "$F"
+		rm -f "$F" "$F.k"
+	done
+}
