@@ -282,8 +282,10 @@ static bool page_writable(uintptr_t pg)
 }
 
 /* How many leading bytes of src[0, n) can be read (and written, if
- * write). */
-static size_t usable_prefix(const void *src, size_t n, bool write)
+ * write): the long way, asking the kernel about pages not known. */
+static __attribute__((noinline)) size_t usable_prefix_slow(const void *src,
+							  size_t n,
+							  bool write)
 {
 	uintptr_t a = (uintptr_t)src, first, last, pg, want;
 	unsigned long gen;
@@ -314,6 +316,25 @@ static size_t usable_prefix(const void *src, size_t n, bool write)
 			*s = 0;
 	}
 	return pg > last ? n : pg == first ? 0 : (size_t)(pg * UMEM_PAGE - a);
+}
+
+/* The same; first the common case, inline and without a frame: one
+ * page, known in this generation. */
+static inline size_t usable_prefix(const void *src, size_t n, bool write)
+{
+	uintptr_t a = (uintptr_t)src, pg = a / UMEM_PAGE, want, *set;
+	size_t w;
+
+	if (n && a + n - 1 >= a && (a + n - 1) / UMEM_PAGE == pg &&
+	    known.gen == atomic_load_explicit(&umem_gen,
+					      memory_order_acquire)) {
+		set = set_of(pg);
+		want = (pg + 1) << 1 | write;
+		for (w = 0; w < UMEM_WAYS; w++)
+			if (set[w] == want || (!write && set[w] == (want | 1)))
+				return n;
+	}
+	return usable_prefix_slow(src, n, write);
 }
 
 size_t umem_read(void *dst, const void *src, size_t n)
