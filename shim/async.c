@@ -328,11 +328,33 @@ static void deferred_retry(void)
  * False if the append's range is left to deferred_retry (the op is then
  * not the caller's to release).  Under async_lock.
  */
+/* A queued write's completion in the file's counts (dioshim status),
+ * as a call's is counted in io.c. */
+static void aop_count(const struct aop *a, int64_t res, int st)
+{
+	struct dioshim_shard *sh;
+
+	if (a->t.kind == WTX_GROW || res <= 0 || a->f->slot < 0)
+		return;
+	sh = inflight_shard(a->f);
+	atomic_fetch_add_explicit(&sh->writes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->bytes, (uint64_t)res,
+				  memory_order_relaxed);
+	if (a->t.kind == WTX_APPEND)
+		atomic_fetch_add_explicit(&sh->appends, 1,
+					  memory_order_relaxed);
+	if (st & WTX_MOVED)
+		atomic_fetch_add_explicit(&sh->extends, 1,
+					  memory_order_relaxed);
+}
+
 static bool aop_apply(struct aop *a, int64_t res)
 {
 	struct aop **pp;
+	int st = wtx_settle(&a->t, -1, res);
 
-	if (!(wtx_settle(&a->t, -1, res) & WTX_DEFERRED))
+	aop_count(a, res, st);
+	if (!(st & WTX_DEFERRED))
 		return true;
 	pp = deferred_place(a->t.off);
 	a->next = *pp;

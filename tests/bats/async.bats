@@ -396,6 +396,19 @@ ringreap_both() {
 	ringreap_both uring stat
 }
 
+@test "dioshim status counts queued writes, taken from the ring by the program (aio, io_uring): 96 writes, 6291456 bytes" {
+	local kind
+	for kind in aio uring; do
+		run shim env RINGREAP_DIOSHIM="$DIOSHIM" "$HELPERS/ringreap" \
+			"$kind" "$F" 96 status
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[[ "$output" == *" writes 96 bytes 6291456 "* ]]
+		[ "$(real_size "$F")" -eq $((96 * 65536)) ]
+		rm -f "$F"
+	done
+}
+
 @test "a fork right after a close with writes in flight, the child outliving the parent: the parent's writes are not the child's, and the file is left as the kernel leaves it" {
 	ringreap_both aio fork
 	ringreap_both uring fork

@@ -22,6 +22,8 @@
  *   fork      as inflight, with a fork right after the close: the child
  *             sleeps 300 ms and exits, outliving the parent, which takes
  *             the completions and exits at once
+ *   status    as fstat, then `$RINGREAP_DIOSHIM status FILE` run without
+ *             LD_PRELOAD before the close: its output is the line printed
  *
  * The kernel alone: FILE ends at N * 64 KiB, every record in place.
  * Exits 0, or 1 if a call failed or a completion was not the whole record.
@@ -116,22 +118,22 @@ static int take(void)
 	return n;
 }
 
-/* `stat -c %s path` with LD_PRELOAD taken out of the environment. */
-static void outside_size(const char *path)
+/* argv[0] run with LD_PRELOAD taken out of the environment. */
+static void outside(char **argv)
 {
-	char *argv[] = { "stat", "-c", "%s", (char *)path, NULL };
 	char *env[64];
 	int i, n = 0, st;
 	pid_t pid;
 
+	fflush(stdout);
 	for (i = 0; environ[i] && n < 63; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11))
 			env[n++] = environ[i];
 	env[n] = NULL;
-	if (posix_spawnp(&pid, "stat", NULL, NULL, argv, env) ||
+	if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, env) ||
 	    waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
 	    WEXITSTATUS(st)) {
-		fprintf(stderr, "stat outside failed\n");
+		fprintf(stderr, "%s outside failed\n", argv[0]);
 		exit(1);
 	}
 }
@@ -146,7 +148,8 @@ int main(int argc, char **argv)
 
 	if (argc != 5) {
 		fprintf(stderr,
-			"usage: ringreap aio|uring FILE N after|fstat|inflight|stat\n");
+			"usage: ringreap aio|uring FILE N "
+			"after|fstat|inflight|stat|fork|status\n");
 		return 2;
 	}
 	use_uring = !strcmp(argv[1], "uring");
@@ -198,22 +201,31 @@ int main(int argc, char **argv)
 	if (fd >= 0) {
 		struct stat st;
 
-		if (!strcmp(when, "fstat") && fstat(fd, &st))
+		if ((!strcmp(when, "fstat") || !strcmp(when, "status")) &&
+		    fstat(fd, &st))
 			return 1;
+		if (!strcmp(when, "status")) {
+			char *cmd = getenv("RINGREAP_DIOSHIM");
+			char *sv[] = { cmd, "status", argv[2], NULL };
+
+			if (!cmd)
+				return 2;
+			outside(sv);
+		}
 		if (fdatasync(fd) || close(fd)) {
 			perror("fdatasync/close");
 			return 1;
 		}
 	}
 	if (!strcmp(when, "stat")) {
+		char *sv[] = { "stat", "-c", "%s", argv[2], NULL };
 		struct stat st;
 
 		if (stat(argv[2], &st)) {
 			perror("stat");
 			return 1;
 		}
-		fflush(stdout);
-		outside_size(argv[2]);
+		outside(sv);
 	}
 	return 0;
 }
