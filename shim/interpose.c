@@ -72,8 +72,7 @@ static pid_t lib_pid;
 
 static void atfork_child(void)
 {
-	/* MADV_DONTFORK and MADV_WIPEONFORK pages are not the child's. */
-	umem_changed();
+	umem_atfork_child();
 	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
 			 __ATOMIC_RELAXED);
 	async_atfork_child();
@@ -2037,19 +2036,34 @@ EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 				      pkey), true, addr, prot_reach(prot, len));
 }
 
+#ifndef MADV_SOFT_OFFLINE
+#define MADV_SOFT_OFFLINE 101
+#endif
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
+	/* Poison reaches every mapping of the page, wherever it is. */
 	return (int)mm_result(syscall(SYS_madvise, addr, len, advice),
-			      !umem_advice_keeps(advice), addr, len);
+			      !umem_advice_keeps(advice), addr,
+			      advice == MADV_HWPOISON ||
+					      advice == MADV_SOFT_OFFLINE ?
+				      SIZE_MAX :
+				      len);
 }
 
 static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
 			 off64_t off)
 {
-	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not. */
+	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not.
+	 * Huge pages round the length up to their size (MAP_HUGETLB, or a
+	 * file on hugetlbfs): what a file's mapping reaches, umem does not
+	 * know. */
 	return (void *)mm_result(syscall(SYS_mmap, addr, len, prot, flags, fd,
 					 off),
-				 flags & MAP_FIXED, addr, len);
+				 flags & MAP_FIXED, addr,
+				 (flags & MAP_HUGETLB) ||
+						 !(flags & MAP_ANONYMOUS) ?
+					 SIZE_MAX :
+					 len);
 }
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,

@@ -11,9 +11,11 @@
  * open under a mapping, io_destroy and io_uring_queue_exit, which unmap
  * rings, fork, which drops MADV_DONTFORK pages) move the generation,
  * succeeded or not, and every thread forgets its pages at its next read.
- * A call that names its range (munmap, mprotect, a MAP_FIXED mmap, a
- * guard) also logs the range with its generation: a thread then forgets
- * only the pages in the ranges logged since it last looked.  A program
+ * A call that names its range (munmap, mprotect, an anonymous MAP_FIXED
+ * mmap, a guard) also logs the range with its generation: a thread then
+ * forgets only the pages in the ranges logged since it last looked.  One
+ * whose reach the kernel takes past the range named (PROT_GROWSDOWN, a
+ * huge page's rounding, poison) forgets all.  A program
  * that makes a guard page for every coroutine stack (QEMU) would
  * otherwise have every thread ask again about every iocb page, a system
  * call each, a few times a second.
@@ -47,7 +49,7 @@
 #endif
 
 #define UMEM_PAGE 4096u
-#define UMEM_SLOTS 1024u
+#define UMEM_SLOTS 512u
 #define UMEM_WAYS 8u /* a set's slots: pages a stride apart (coroutine
 		      * stacks) must not keep evicting each other */
 
@@ -59,6 +61,8 @@ static _Atomic unsigned long umem_gen = 1;
 static __thread struct {
 	unsigned long gen;
 	unsigned evict;
+	/* 4 KiB: static TLS comes out of every thread's stack, one a
+	 * program may have sized tightly; QEMU's iocbs take ~160 pages. */
 	uintptr_t page[UMEM_SLOTS];
 } known __attribute__((tls_model("initial-exec")));
 
@@ -81,6 +85,14 @@ static atomic_flag lost_busy = ATOMIC_FLAG_INIT;
 void umem_changed(void)
 {
 	atomic_fetch_add_explicit(&umem_gen, 1, memory_order_release);
+}
+
+void umem_atfork_child(void)
+{
+	/* The only thread: a log a thread of the parent was writing is no
+	 * one's now (left busy, every range would forget all). */
+	atomic_flag_clear_explicit(&lost_busy, memory_order_relaxed);
+	umem_changed();
 }
 
 void umem_lost(const void *addr, size_t len)

@@ -29,6 +29,10 @@ void umem_changed(void);
 /* It may have lost those of [addr, addr + len): forget those. */
 void umem_lost(const void *addr, size_t len);
 
+/* In a fork child: MADV_DONTFORK and MADV_WIPEONFORK pages are gone, and
+ * the parent's other threads with them. */
+void umem_atfork_child(void);
+
 /* Whether a madvise advice leaves every page of its range readable. */
 bool umem_advice_keeps(int advice);
 

@@ -250,6 +250,7 @@ calls() { grep -c "<$D/" "$1" || true; }
 
 @test "a signal handler writing to a lone writer's descriptor while its thread writes there: no hang, the size of the kernel alone" {
 	run timeout 60 env -u LD_PRELOAD "$HELPERS/lone" signal "$D/s.k" 2
+	echo "kernel alone: status $status, $output"
 	[ "$status" -eq 0 ]
 	local k=$output
 	run timeout 60 "$DIOSHIM" "$HELPERS/lone" signal "$D/s.s" 2

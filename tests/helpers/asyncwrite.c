@@ -66,6 +66,7 @@
 #include <sys/wait.h>
 
 #define BLK 4096
+#define HUGE (2u << 20) /* x86-64's huge page */
 
 enum engine { AIO, URING };
 enum mode { SEQ, RAND, APPEND };
@@ -599,6 +600,24 @@ static void aio_gone(void)
 	printf("mprotect-growsdown=%d\n",
 	       mprotect(p + BLK, BLK, PROT_NONE | PROT_GROWSDOWN) ? -errno : 0);
 	gone_submit("growsdown", NULL, arr, 1);
+	/* Huge pages: a 4 KiB MAP_FIXED|MAP_HUGETLB mapping replaces the
+	 * whole huge page around it (the kernel rounds the length up).  With
+	 * no huge page to be had, the mapping is refused, on both sides. */
+	p = mmap(NULL, 2 * HUGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap 4 MiB");
+	p = (char *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+	io = (struct iocb *)(p + BLK);
+	arr[0] = io;
+	gone_submit("hugetlb-before", io, arr, 1);
+	printf("hugetlb-mmap=%s\n",
+	       mmap(p, BLK, PROT_NONE,
+		    MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1,
+		    0) == MAP_FAILED ?
+		       strerrorname_np(errno) :
+		       "ok");
+	gone_submit("hugetlb", NULL, arr, 1);
 	/* Made read-only: the kernel cannot store the iocb's key (and the
 	 * shim must not rewrite the append). */
 	IOCB_GONE("readonly-append",

@@ -90,6 +90,38 @@ static void lost_under_noise(void)
 		pthread_join(t[i], NULL);
 }
 
+/* A fork while another thread writes the log: the child's log works
+ * (a range lost forgets only its pages) once umem_atfork_child ran. */
+static void fork_mid_log(void)
+{
+	pthread_t t;
+	char *far = pages(1);
+	int i, st, bad = 0;
+	pid_t pid;
+
+	atomic_store(&noise_stop, false);
+	CHECK(pthread_create(&t, NULL, noise, far) == 0);
+	for (i = 0; i < 50; i++) {
+		pid = fork();
+		if (!pid) {
+			char dst[64], *p;
+
+			umem_atfork_child();
+			p = pages(2);
+			if (umem_read(dst, p, 64) != 64)
+				_exit(2);
+			raw_unmap(p, 2 * PG);
+			umem_lost(p + PG, PG);
+			_exit(read_faults(p) ? 0 : 1);
+		}
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+		bad += !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	atomic_store(&noise_stop, true);
+	pthread_join(t, NULL);
+	CHECK(bad == 0);
+}
+
 int main(void)
 {
 	char dst[3 * PG], *p;
@@ -173,6 +205,7 @@ int main(void)
 	umem_lost((void *)PG, PG);
 	CHECK(umem_read(dst, p, 64) == 0);
 	lost_under_noise();
+	fork_mid_log();
 
 	/* A mapped file cut short: past its end, no SIGBUS. */
 	fd = memfd_create("umem", 0);
