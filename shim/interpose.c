@@ -136,6 +136,28 @@ __asm__(".text\n"
 #endif
 
 
+/*
+ * _Fork (glibc 2.34): a fork that runs no fork handlers, so the child
+ * keeps its parent's books (the fd table, the slots, the pages umem knows
+ * readable, MADV_DONTFORK ones included).  It is meant to exec or exit at
+ * once, calling only what is async-signal-safe; the shim treats it as a
+ * vfork child: every call goes to the kernel as it is.
+ */
+EXPORT pid_t _Fork(void)
+{
+	pid_t pid;
+
+	lib_ensure();
+	if (!real__Fork) {
+		errno = ENOSYS;
+		return -1;
+	}
+	pid = real__Fork();
+	if (pid == 0)
+		__atomic_store_n(&dioshim_vforked, 1, __ATOMIC_RELAXED);
+	return pid;
+}
+
 static __attribute__((noinline)) bool vfork_child_slow(void)
 {
 	pid_t me = __atomic_load_n(&lib_pid, __ATOMIC_RELAXED);
@@ -2106,6 +2128,23 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 EXPORT int shmdt(const void *addr)
 {
 	return (int)mm_result(syscall(SYS_shmdt, addr), true, NULL, SIZE_MAX);
+}
+
+/* SHM_REMAP maps over what was there (read-only, with SHM_RDONLY). */
+EXPORT void *shmat(int id, const void *addr, int flags)
+{
+	return (void *)mm_result(syscall(SYS_shmat, id, addr, flags),
+				 flags & SHM_REMAP, NULL, SIZE_MAX);
+}
+
+/* madvise for a process named by a pidfd, this one perhaps: a guard or
+ * another advice that takes pages away, wherever its ranges are. */
+EXPORT ssize_t process_madvise(int pidfd, const struct iovec *iov, size_t n,
+			       int advice, unsigned int flags)
+{
+	return (ssize_t)mm_result(syscall(SYS_process_madvise, pidfd, iov, n,
+					  advice, flags),
+				  !umem_advice_keeps(advice), NULL, SIZE_MAX);
 }
 
 /* The heap cut by the program itself (glibc's malloc calls __sbrk, and

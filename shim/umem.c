@@ -22,8 +22,8 @@
  *
  * What is not seen: pages glibc gives back on its own (free() of a large
  * block, an arena trimmed, a thread's stack, dlclose, brk), raw system
- * calls, shm_open(O_TRUNC), and another process truncating a file mapped
- * here.  Only a pointer into memory freed that way — a use after free —
+ * calls, an io_uring madvise, shm_open(O_TRUNC), and another process
+ * truncating a file mapped here.  Only a pointer into memory freed that way — a use after free —
  * reads differently: the kernel alone answers EFAULT, the shim faults.
  *
  * A page is asked about with a copy the kernel makes from it, through a
@@ -202,7 +202,6 @@ bool umem_advice_keeps(int advice)
 	case MADV_WILLNEED:
 	case MADV_DONTNEED:	/* zero-fill or the file again: readable */
 	case MADV_FREE:
-	case MADV_REMOVE:	/* a hole: reads zeros */
 	case MADV_DONTFORK:	/* a child forgets its pages (atfork) */
 	case MADV_DOFORK:
 	case MADV_MERGEABLE:
@@ -220,7 +219,9 @@ bool umem_advice_keeps(int advice)
 	case 24: /* MADV_DONTNEED_LOCKED */
 	case 25: /* MADV_COLLAPSE */
 		return true;
-	default:	/* guards (MADV_GUARD_INSTALL), poison, unknown */
+	default:	/* guards (MADV_GUARD_INSTALL), poison, unknown;
+			 * MADV_REMOVE (on hugetlbfs the page's reservation
+			 * goes with it: the next fault may find none) */
 		return false;
 	}
 }

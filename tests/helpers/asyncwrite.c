@@ -62,6 +62,7 @@
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
@@ -618,6 +619,29 @@ static void aio_gone(void)
 		       strerrorname_np(errno) :
 		       "ok");
 	gone_submit("hugetlb", NULL, arr, 1);
+	/* System V shared memory attached over the iocb, read-only. */
+	shm = shmget(IPC_PRIVATE, BLK, IPC_CREAT | 0600);
+	if (shm < 0)
+		die("shmget");
+	IOCB_GONE("shmat-remap",
+		  printf("shmat-remap=%s\n",
+			 shmat(shm, p, SHM_REMAP | SHM_RDONLY) == (void *)-1 ?
+				 strerrorname_np(errno) :
+				 "ok"));
+	shmctl(shm, IPC_RMID, NULL);
+	/* A guard put in by process_madvise on this process's own pidfd. */
+	{
+		int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		struct iovec v;
+
+		IOCB_GONE("process-madvise-guard",
+			  v.iov_base = p; v.iov_len = BLK;
+			  printf("process-madvise-guard=%s\n",
+				 process_madvise(self, &v, 1, 102, 0) < 0 ?
+					 strerrorname_np(errno) :
+					 "ok"));
+		close(self);
+	}
 	/* Made read-only: the kernel cannot store the iocb's key (and the
 	 * shim must not rewrite the append). */
 	IOCB_GONE("readonly-append",
@@ -666,6 +690,19 @@ static void aio_gone(void)
 		}
 		if (kid < 0 || waitpid(kid, &st, 0) != kid || !WIFEXITED(st))
 			printf("dontfork-child died\n");
+		/* _Fork runs no fork handler: its child has the parent's
+		 * books, and not the page. */
+		kid = _Fork();
+		if (!kid) {
+			ctx = 0;
+			if (io_setup(4, &ctx))
+				_exit(3);
+			gone_submit("dontfork-_Fork-child", NULL, arr, 1);
+			fflush(stdout);
+			_exit(0);
+		}
+		if (kid < 0 || waitpid(kid, &st, 0) != kid || !WIFEXITED(st))
+			printf("dontfork-_Fork-child died\n");
 	}
 
 	/* Batches read in part: the second iocb unreadable; the array's

@@ -14,6 +14,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define PG 4096
@@ -74,6 +75,16 @@ int main(void)
 	MAP("mremap fixed ok",
 	    mremap(p + 3 * PG, PG, PG, MREMAP_MAYMOVE | MREMAP_FIXED, q));
 	CALL("shmdt not attached", shmdt(p));
+	MAP("shmat bad id", shmat(-1, NULL, 0));
+	MAP("shmat remap, no address", shmat(-1, NULL, SHM_REMAP));
+	{
+		struct iovec v = { p, PG };
+
+		CALL("process_madvise bad pidfd",
+		     process_madvise(999, &v, 1, MADV_WILLNEED, 0));
+		CALL("process_madvise bad flags",
+		     process_madvise(999, &v, 1, MADV_WILLNEED, 1));
+	}
 	CALL("sbrk(0) failed", sbrk(0) == (void *)-1);
 	CALL("munmap ok", munmap(p, 3 * PG));
 	return 0;
