@@ -323,11 +323,6 @@ static void deferred_retry(void)
 	}
 }
 
-/*
- * The write finished with res (bytes, or -errno): settle its transaction.
- * False if the append's range is left to deferred_retry (the op is then
- * not the caller's to release).  Under async_lock.
- */
 /* A queued write's completion in the file's counts (dioshim status),
  * as a call's is counted in io.c. */
 static void aop_count(const struct aop *a, int64_t res, int st)
@@ -348,6 +343,11 @@ static void aop_count(const struct aop *a, int64_t res, int st)
 					  memory_order_relaxed);
 }
 
+/*
+ * The write finished with res (bytes, or -errno): settle its transaction.
+ * False if the append's range is left to deferred_retry (the op is then
+ * not the caller's to release).  Under async_lock.
+ */
 static bool aop_apply(struct aop *a, int64_t res)
 {
 	struct aop **pp;

@@ -2061,31 +2061,39 @@ EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 #ifndef MADV_SOFT_OFFLINE
 #define MADV_SOFT_OFFLINE 101
 #endif
+/* The range an advice reaches: poison, every mapping of the page,
+ * wherever it is. */
+static size_t advice_reach(int advice, size_t len)
+{
+	return advice == MADV_HWPOISON || advice == MADV_SOFT_OFFLINE ?
+		       SIZE_MAX :
+		       len;
+}
+
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
-	/* Poison reaches every mapping of the page, wherever it is. */
 	return (int)mm_result(syscall(SYS_madvise, addr, len, advice),
 			      !umem_advice_keeps(advice), addr,
-			      advice == MADV_HWPOISON ||
-					      advice == MADV_SOFT_OFFLINE ?
-				      SIZE_MAX :
-				      len);
+			      advice_reach(advice, len));
+}
+
+/* The range a mapping reaches: huge pages round the length up to their
+ * size (MAP_HUGETLB, or a file on hugetlbfs: what a file's mapping
+ * reaches, umem does not know). */
+static size_t map_reach(int flags, size_t len)
+{
+	return (flags & MAP_HUGETLB) || !(flags & MAP_ANONYMOUS) ? SIZE_MAX
+								 : len;
 }
 
 static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
 			 off64_t off)
 {
-	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not.
-	 * Huge pages round the length up to their size (MAP_HUGETLB, or a
-	 * file on hugetlbfs): what a file's mapping reaches, umem does not
-	 * know. */
+	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not. */
 	return (void *)mm_result(syscall(SYS_mmap, addr, len, prot, flags, fd,
 					 off),
 				 flags & MAP_FIXED, addr,
-				 (flags & MAP_HUGETLB) ||
-						 !(flags & MAP_ANONYMOUS) ?
-					 SIZE_MAX :
-					 len);
+				 map_reach(flags, len));
 }
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,

@@ -15,16 +15,17 @@
  * mmap, a guard) also logs the range with its generation: a thread then
  * forgets only the pages in the ranges logged since it last looked.  One
  * whose reach the kernel takes past the range named (PROT_GROWSDOWN, a
- * huge page's rounding, poison) forgets all.  A program
- * that makes a guard page for every coroutine stack (QEMU) would
- * otherwise have every thread ask again about every iocb page, a system
- * call each, a few times a second.
+ * huge page's rounding, poison) forgets all.  A program that makes a
+ * guard page for every coroutine stack (QEMU) would otherwise have every
+ * thread ask again about every iocb page, a system call each, a few
+ * times a second.
  *
  * What is not seen: pages glibc gives back on its own (free() of a large
  * block, an arena trimmed, a thread's stack, dlclose, brk), raw system
  * calls, an io_uring madvise, shm_open(O_TRUNC), and another process
- * truncating a file mapped here.  Only a pointer into memory freed that way — a use after free —
- * reads differently: the kernel alone answers EFAULT, the shim faults.
+ * truncating a file mapped here.  Only a pointer into memory freed that
+ * way — a use after free — reads differently: the kernel alone answers
+ * EFAULT, the shim faults.
  *
  * A page is asked about with a copy the kernel makes from it, through a
  * call every seccomp profile allows and that changes nothing
@@ -136,18 +137,38 @@ static bool lost_range(unsigned long g, uintptr_t *lo, uintptr_t *hi)
 						 memory_order_relaxed) == g;
 }
 
-static uintptr_t *set_of(uintptr_t pg);
+/* The set of slots pg lives in. */
+static uintptr_t *set_of(uintptr_t pg)
+{
+	uint64_t h = pg;
+
+	/* splitmix64's finaliser: every bit of the page number moves the
+	 * set (a multiplier alone keeps some strides together). */
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return &known.page[(h % (UMEM_SLOTS / UMEM_WAYS)) * UMEM_WAYS];
+}
+
+/* The slot that holds pg, in either state, or NULL. */
+static uintptr_t *known_at(uintptr_t *set, uintptr_t pg)
+{
+	size_t w;
+
+	for (w = 0; w < UMEM_WAYS; w++)
+		if (set[w] >> 1 == pg + 1)
+			return &set[w];
+	return NULL;
+}
 
 /* Forget pg if known: a few pages lost (a guard page) are looked up, not
  * searched for among all the slots. */
 static void forget_page(uintptr_t pg)
 {
-	uintptr_t *set = set_of(pg);
-	size_t w;
+	uintptr_t *s = known_at(set_of(pg), pg);
 
-	for (w = 0; w < UMEM_WAYS; w++)
-		if (set[w] >> 1 == pg + 1)
-			set[w] = 0;
+	if (s)
+		*s = 0;
 }
 
 /* Bring this thread's pages from generation known.gen to gen: forget
@@ -226,32 +247,18 @@ bool umem_advice_keeps(int advice)
 	}
 }
 
-/* The set of slots pg lives in. */
-static uintptr_t *set_of(uintptr_t pg)
-{
-	uint64_t h = pg;
-
-	/* splitmix64's finaliser: every bit of the page number moves the
-	 * set (a multiplier alone keeps some strides together). */
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	return &known.page[(h % (UMEM_SLOTS / UMEM_WAYS)) * UMEM_WAYS];
-}
-
 /* The slot of pg's set that holds it, or the one to put it in. */
 static uintptr_t *slot(uintptr_t pg)
 {
-	uintptr_t *set = set_of(pg), *free = NULL;
+	uintptr_t *set = set_of(pg), *s = known_at(set, pg);
 	size_t w;
 
-	for (w = 0; w < UMEM_WAYS; w++) {
-		if (set[w] >> 1 == pg + 1)
+	if (s)
+		return s;
+	for (w = 0; w < UMEM_WAYS; w++)
+		if (!set[w])
 			return &set[w];
-		if (!set[w] && !free)
-			free = &set[w];
-	}
-	return free ? free : &set[known.evict++ % UMEM_WAYS];
+	return &set[known.evict++ % UMEM_WAYS];
 }
 
 /* Whether the kernel can read the page at pg (an address >> 12): a real
