@@ -497,49 +497,107 @@ __attribute__((constructor)) static void async_register(void)
 
 /* ---- preparing a batch of queued requests ------------------------------ */
 
-/* A batch holds, per file it writes, the in-flight count (a size change
- * waits for the submission) and ext_lock if a write must go exact. */
-#define BATCH_FILES 32
+/*
+ * A batch holds, per file it writes, the in-flight count (a size change
+ * waits for the submission) and ext_lock if a write must go exact.  Most
+ * batches write a file or two: those are held in the caller's frame,
+ * which stays small (each page of stack a request touches is a TLB miss
+ * after the system call, hot.c).  A wider batch moves to a spare array,
+ * twice as large each time, taken under async_lock and given back at
+ * its end: a submission may name any number of files, and a write the
+ * batch could not hold would go to the kernel untracked.
+ */
+#define BATCH_INLINE 4
+#define SPARE_CLASSES 12 /* 16 << 11: a ring's most entries, 32768 */
 
 struct held {
 	struct shim_file *f;
-	int fd;
 	struct dioshim_shard *sh;
+	int fd;
 	bool exact; /* ext_lock held: reserve_exact_done after submit */
 };
 
-struct batch {
-	struct held h[BATCH_FILES];
-	int n;
-	int saved_errno, busy;
+struct spare {
+	struct spare *next; /* on the free list */
+	int cls; /* holds 16 << cls */
+	struct held h[];
 };
+
+struct batch {
+	struct held *h; /* inl, or spare->h */
+	struct spare *spare;
+	int n, cap;
+	int saved_errno, busy;
+	struct held inl[BATCH_INLINE];
+};
+
+static struct spare *spares[SPARE_CLASSES]; /* under async_lock */
 
 static void batch_begin(struct batch *b)
 {
+	b->h = b->inl;
+	b->spare = NULL;
 	b->n = 0;
+	b->cap = BATCH_INLINE;
 	b->saved_errno = errno;
 	b->busy = io_busy;
 	io_busy = 1;
 }
 
-/* The held entry for f, entering it on first use; NULL if the batch is
- * full or the barrier is unusable (the request then goes as it is). */
+/* Under async_lock. */
+static void spare_put(struct spare *s)
+{
+	s->next = spares[s->cls];
+	spares[s->cls] = s;
+}
+
+/* Room for twice as many files.  Under async_lock. */
+static bool batch_grow(struct batch *b)
+{
+	int cls = b->spare ? b->spare->cls + 1 : 0;
+	struct spare *s;
+
+	if (cls == SPARE_CLASSES)
+		return false;
+	s = spares[cls];
+	if (s)
+		spares[cls] = s->next;
+	else if ((s = mem_alloc(sizeof(*s) +
+				((size_t)16 << cls) * sizeof(s->h[0]))))
+		s->cls = cls;
+	else
+		return false;
+	memcpy(s->h, b->h, (size_t)b->n * sizeof(s->h[0]));
+	if (b->spare)
+		spare_put(b->spare);
+	b->spare = s;
+	b->h = s->h;
+	b->cap = 16 << cls;
+	return true;
+}
+
+/* The held entry for f, entering it on first use; NULL if no memory is
+ * left for it or the barrier is unusable (the request then goes as it
+ * is).  Under async_lock; the entry moves when the batch grows. */
 static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 {
+	struct held *h;
 	int i;
 
 	for (i = 0; i < b->n; i++)
 		if (b->h[i].f == f)
 			return &b->h[i];
-	if (b->n == BATCH_FILES)
+	if (b->n == b->cap && !batch_grow(b))
 		return NULL;
-	b->h[b->n].sh = inflight_enter_locked(f, fd);
-	if (!b->h[b->n].sh)
+	h = &b->h[b->n];
+	h->sh = inflight_enter_locked(f, fd);
+	if (!h->sh)
 		return NULL;
-	b->h[b->n].f = f;
-	b->h[b->n].fd = fd;
-	b->h[b->n].exact = false;
-	return &b->h[b->n++];
+	h->f = f;
+	h->fd = fd;
+	h->exact = false;
+	b->n++;
+	return h;
 }
 
 static void batch_end(struct batch *b)
@@ -550,6 +608,11 @@ static void batch_end(struct batch *b)
 		if (b->h[i].exact)
 			reserve_exact_done(b->h[i].f, b->h[i].fd);
 		inflight_exit(b->h[i].sh);
+	}
+	if (b->spare) {
+		pthread_mutex_lock(&async_lock);
+		spare_put(b->spare);
+		pthread_mutex_unlock(&async_lock);
 	}
 	io_busy = b->busy;
 	errno = b->saved_errno;
@@ -629,7 +692,8 @@ static struct aop *aop_claim(struct batch *b, struct aring *r,
 	struct aop *a = h ? aop_new() : NULL;
 
 	if (!a) {
-		log_once("asynchronous batch too wide: a write goes as issued");
+		log_once("a queued write cannot be tracked (no memory, or the "
+			 "file's barrier is unusable): it goes as issued");
 		return NULL;
 	}
 	wtx_claim(&a->t, f, fd, kind, off, len,
@@ -992,7 +1056,7 @@ static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 	pthread_mutex_unlock(&async_lock);
 }
 
-/* Submit iocbs[0, n) (at most BATCH_FILES files): the shim's part. */
+/* Submit iocbs[0, n) (at most 64): the shim's part. */
 static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 {
 	struct aio_mark app[64];
@@ -1080,11 +1144,6 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 					   RWF_NOAPPEND;
 			app[i].iocb = (uintptr_t)io;
 			aio_mark(io, &app[i]);
-		}
-		/* A batch full of files: submit what is ready first. */
-		if (b.n == BATCH_FILES) {
-			take = i + 1;
-			break;
 		}
 	}
 	pthread_mutex_unlock(&async_lock);

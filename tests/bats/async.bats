@@ -195,6 +195,29 @@ aw_ok() {
 	done
 }
 
+@test "one submission writing to 40 files, appends and positioned writes, each file reserved: every write tracked, the kernel alone's sizes and data" {
+	local e st l size dev ino
+	mkdir "$F.k" "$F"
+	for e in aio uring; do
+		noshim "$AW" "$e" wide "$F.k" >"$T/kernel"
+		shim "$AW" "$e" wide "$F" >"$T/shim"
+		echo "$e kernel: $(cat "$T/kernel")"
+		echo "$e dioshim: $(cat "$T/shim")"
+		grep -q " ok=40 bad=0$" "$T/kernel"
+		diff "$T/kernel" "$T/shim"
+		# One stat for the 40 (outside the shim): sizes, and the
+		# segment names (segment_of) that must be gone.
+		mapfile -t st < <(noshim stat -c '%s %d %i' "$F"/wide*)
+		[ "${#st[@]}" -eq 40 ]
+		for l in "${st[@]}"; do
+			read -r size dev ino <<<"$l"
+			[ "$size" -eq 8192 ]
+			[ ! -e "$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" \
+				"$dev" "$ino")" ]
+		done
+	done
+}
+
 @test "io_uring: a write past the end linked behind a read that comes up short (cancelled), a pwrite and an append meanwhile: as the kernel alone" {
 	noshim "$AW" uring linked "$F.k" >"$T/kernel"
 	shim "$AW" uring linked "$F" >"$T/shim"

@@ -50,6 +50,13 @@
  * after one submit (EFAULT from the kernel alone), and batches the kernel
  * reads in part; one line per submit.
  *
+ * asyncwrite ENGINE wide DIR: 40 files in DIR, each given one 4 KiB
+ * record 'A' by write(2), then one submission of 40 writes of 'B' right
+ * after it, one per file: appends (RWF_APPEND) to the even ones,
+ * positioned at 4 KiB to the odd ones.  Prints "sizes=S0,S1,... ok=N"
+ * once all are reaped and the files closed, N the files that read back
+ * A then B; the kernel alone gives 8192 and 40.
+ *
  * Prints one summary line; exits 1 if a check failed, 2 on a setup error.
  */
 #include "t_rec.h"
@@ -929,6 +936,96 @@ static void past_then_append(void)
 }
 
 /* check: every block record i at block i, or zeros; nothing else. */
+#define WIDE 40
+
+/* One submission writing to more files than the shim's batch holds. */
+static void wide(const char *dir)
+{
+	struct iocb ios[WIDE], *arr[WIDE];
+	struct io_event ev[WIDE];
+	int fds[WIDE], i, n = 0, ok = 0;
+	char name[4096], *buf;
+
+	if (posix_memalign((void **)&buf, BLK, 2 * BLK))
+		die("posix_memalign");
+	memset(buf, 'A', BLK);
+	memset(buf + BLK, 'B', BLK);
+	for (i = 0; i < WIDE; i++) {
+		snprintf(name, sizeof(name), "%s/wide%02d", dir, i);
+		fds[i] = open(name, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT,
+			      0644);
+		if (fds[i] < 0)
+			die(name);
+		if (write(fds[i], buf, BLK) != BLK)
+			die("write");
+	}
+	if (engine == AIO) {
+		if (io_setup(WIDE, &ctx))
+			die("io_setup");
+		for (i = 0; i < WIDE; i++) {
+			io_prep_pwrite(&ios[i], fds[i], buf + BLK, BLK, BLK);
+			if (i % 2 == 0)
+				ios[i].aio_rw_flags = RWF_APPEND;
+			arr[i] = &ios[i];
+		}
+		if (io_submit(ctx, WIDE, arr) != WIDE)
+			die("io_submit");
+		while (n < WIDE) {
+			int got = io_getevents(ctx, 1, WIDE - n, ev, NULL);
+
+			if (got < 0)
+				die("io_getevents");
+			for (i = 0; i < got; i++)
+				if (ev[i].res != BLK)
+					bad++;
+			n += got;
+		}
+		io_destroy(ctx);
+	} else {
+		struct io_uring_cqe *cqe;
+
+		if (io_uring_queue_init(WIDE, &ring, 0))
+			die("io_uring_queue_init");
+		for (i = 0; i < WIDE; i++) {
+			struct io_uring_sqe *s = io_uring_get_sqe(&ring);
+
+			io_uring_prep_write(s, fds[i], buf + BLK, BLK, BLK);
+			if (i % 2 == 0)
+				s->rw_flags = RWF_APPEND;
+		}
+		if (io_uring_submit(&ring) != WIDE)
+			die("io_uring_submit");
+		for (n = 0; n < WIDE; n++) {
+			if (io_uring_wait_cqe(&ring, &cqe))
+				die("io_uring_wait_cqe");
+			if (cqe->res != BLK)
+				bad++;
+			io_uring_cqe_seen(&ring, cqe);
+		}
+		io_uring_queue_exit(&ring);
+	}
+	for (i = 0; i < WIDE; i++)
+		close(fds[i]);
+	printf("sizes=");
+	for (i = 0; i < WIDE; i++) {
+		struct stat st;
+		char got[2 * BLK];
+		int f;
+
+		snprintf(name, sizeof(name), "%s/wide%02d", dir, i);
+		f = open(name, O_RDONLY);
+		if (f < 0 || fstat(f, &st))
+			die(name);
+		printf("%s%lld", i ? "," : "", (long long)st.st_size);
+		if (st.st_size == 2 * BLK &&
+		    pread(f, got, 2 * BLK, 0) == 2 * BLK &&
+		    !memcmp(got, buf, 2 * BLK))
+			ok++;
+		close(f);
+	}
+	printf(" ok=%d bad=%ld\n", ok, bad);
+}
+
 static int check_only(void)
 {
 	int rfd = open(path, O_RDONLY | O_DIRECT);
@@ -968,13 +1065,17 @@ int main(int argc, char **argv)
 				"FILE BLOCKS QD [stat trunc fixed sqpoll "
 				"fsync]\n       asyncwrite aio|uring "
 				"errors|linked|flagged|past-then-append "
-				"FILE\n");
+				"FILE\n       asyncwrite aio|uring wide DIR\n");
 		return 2;
 	}
 	engine = strcmp(argv[1], "aio") ? URING : AIO;
 	path = argv[3];
 	if (!strcmp(argv[2], "check"))
 		return check_only();
+	if (!strcmp(argv[2], "wide")) {
+		wide(path);
+		return 0;
+	}
 	if (!strcmp(argv[2], "errors") || !strcmp(argv[2], "linked") ||
 	    !strcmp(argv[2], "flagged") ||
 	    !strcmp(argv[2], "past-then-append") ||
