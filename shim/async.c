@@ -790,11 +790,15 @@ static bool prepare_sync(int fd, bool datasync)
 
 /* ---- libaio -------------------------------------------------------------- */
 
+/* The program's arrays (iocb pointers, iovecs) are read in chunks of
+ * this many: a few hundred bytes of stack (hot.c). */
+#define COPY_CHUNK 16
+
 /* The span of an iovec array; false when the kernel will refuse it (it
  * then answers for itself). */
 static bool iov_sum(const struct iovec *iov, long cnt, struct span *sp)
 {
-	struct iovec v[64];
+	struct iovec v[COPY_CHUNK];
 	uint64_t sum = 0;
 	long i;
 
@@ -802,11 +806,13 @@ static bool iov_sum(const struct iovec *iov, long cnt, struct span *sp)
 		return false;
 	sp->base_or = sp->len_or = 0;
 	for (i = 0; i < cnt; i++) {
-		const struct iovec *e = &v[i % 64];
+		const struct iovec *e = &v[i % COPY_CHUNK];
 
-		if (i % 64 == 0 &&
+		if (i % COPY_CHUNK == 0 &&
 		    !copy_in(v, iov + i,
-			     (size_t)(cnt - i < 64 ? cnt - i : 64) * sizeof(*v)))
+			     (size_t)(cnt - i < COPY_CHUNK ? cnt - i
+							   : COPY_CHUNK) *
+				     sizeof(*v)))
 			return false;
 		if (e->iov_len > (size_t)SSIZE_MAX - sum)
 			return false;
@@ -906,14 +912,14 @@ static void aio_mark(struct iocb *io, const struct aio_mark *app)
  * answers EFAULT for the rest). */
 static void aio_unmark(long nr, struct iocb **iocbs)
 {
-	struct iocb *ptr[64];
+	struct iocb *ptr[COPY_CHUNK];
 	int busy = io_busy;
 	long base, i, n;
 
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < 64 ? nr - base : 64;
+		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
 		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
 			break;
 		for (i = 0; i < n; i++) {
@@ -1042,12 +1048,12 @@ static void read_clamp_apply(io_context_t ctx, struct io_event *ev, int n)
  * are new requests (readable ones only; the kernel answers the rest). */
 static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 {
-	struct iocb *ptr[64];
+	struct iocb *ptr[COPY_CHUNK];
 	long base, i, n;
 
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < 64 ? nr - base : 64;
+		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
 		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
 			break;
 		for (i = 0; i < n; i++)
@@ -1056,19 +1062,27 @@ static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 	pthread_mutex_unlock(&async_lock);
 }
 
-/* Submit iocbs[0, n) (at most 64): the shim's part. */
+/* What aio_submit_some keeps of each iocb until the kernel has it. */
+struct submitted {
+	struct aio_mark app; /* the application's fields */
+	unsigned long nbytes; /* a read's length before its cut */
+	struct aop *op;
+};
+
+/*
+ * Submit iocbs[0, n), at most 64 of them: the shim's part.  Its record
+ * of them is as long as the batch (most are one or two requests), so
+ * that the frame, and the calls below it, stay on the pages of stack the
+ * program touches anyway (hot.c).
+ */
 static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 {
-	struct aio_mark app[64];
-	unsigned long app_nbytes[64]; /* a read's length before its cut */
-	struct aop *ops[64];
+	long i, take = n < 64 ? n : 64;
+	struct submitted e[take];
 	struct aring *r;
 	struct batch b;
-	long i, take = n;
 	int ret;
 
-	if (take > 64)
-		take = 64;
 	/* An exec under way drains the rings under async_lock: wait for it
 	 * first, so that no write is entered behind its back. */
 	segment_exec_wait();
@@ -1082,12 +1096,12 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		struct span sp;
 		bool append;
 
-		ops[i] = NULL;
-		app[i].iocb = 0;
-		app[i].app_off = io->u.c.offset;
-		app[i].app_flags = io->aio_rw_flags;
-		app[i].app_opcode = io->aio_lio_opcode;
-		app_nbytes[i] = io->u.c.nbytes;
+		e[i].op = NULL;
+		e[i].app.iocb = 0;
+		e[i].app.app_off = io->u.c.offset;
+		e[i].app.app_flags = io->aio_rw_flags;
+		e[i].app.app_opcode = io->aio_lio_opcode;
+		e[i].nbytes = io->u.c.nbytes;
 		read_clamp_drop(ctx, io);
 		if (!r)
 			continue;
@@ -1126,7 +1140,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 								 IO_CMD_FDSYNC)) {
 				/* left so: submitted again, a stronger sync */
 				io->aio_lio_opcode = IO_CMD_FSYNC;
-				app[i].iocb = (uintptr_t)io;
+				e[i].app.iocb = (uintptr_t)io;
 			}
 			continue;
 		}
@@ -1134,16 +1148,16 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		    (!(io->aio_rw_flags & RWF_APPEND_) &&
 		     io->u.c.offset < 0))
 			continue;
-		ops[i] = prepare_write(&b, r, io->aio_fildes,
-				       (uint64_t)(uintptr_t)io,
-				       (uint64_t)io->u.c.offset, &sp,
-				       (int)io->aio_rw_flags, 0, &append);
-		if (ops[i] && append) {
-			io->u.c.offset = (long long)ops[i]->t.off;
+		e[i].op = prepare_write(&b, r, io->aio_fildes,
+					(uint64_t)(uintptr_t)io,
+					(uint64_t)io->u.c.offset, &sp,
+					(int)io->aio_rw_flags, 0, &append);
+		if (e[i].op && append) {
+			io->u.c.offset = (long long)e[i].op->t.off;
 			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |
 					   RWF_NOAPPEND;
-			app[i].iocb = (uintptr_t)io;
-			aio_mark(io, &app[i]);
+			e[i].app.iocb = (uintptr_t)io;
+			aio_mark(io, &e[i].app);
 		}
 	}
 	pthread_mutex_unlock(&async_lock);
@@ -1158,19 +1172,19 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	for (i = take - 1; i >= (ret > 0 ? ret : 0); i--) {
 		struct iocb *io = iocbs[i];
 
-		io->u.c.nbytes = app_nbytes[i];
+		io->u.c.nbytes = e[i].nbytes;
 		read_clamp_drop(ctx, io);
-		if (app[i].iocb) {
+		if (e[i].app.iocb) {
 			struct aio_mark *m = aio_mark_slot(io, false);
 
-			io->u.c.offset = app[i].app_off;
-			io->aio_rw_flags = app[i].app_flags;
-			io->aio_lio_opcode = app[i].app_opcode;
+			io->u.c.offset = e[i].app.app_off;
+			io->aio_rw_flags = e[i].app.app_flags;
+			io->aio_lio_opcode = e[i].app.app_opcode;
 			if (m)
 				m->iocb = 0;
 		}
-		if (ops[i])
-			unprepare(r, ops[i]);
+		if (e[i].op)
+			unprepare(r, e[i].op);
 	}
 	pthread_mutex_unlock(&async_lock);
 	batch_end(&b);
@@ -1182,12 +1196,12 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
  * whether one of those writes to or syncs a file the shim may serve. */
 static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 {
-	struct iocb *ptr[64], io;
+	struct iocb *ptr[COPY_CHUNK], io;
 	long base, i, n, got;
 
 	*any = false;
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < 64 ? nr - base : 64;
+		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
 		got = (long)(umem_read(ptr, iocbs + base,
 				       (size_t)n * sizeof(ptr[0])) /
 			     sizeof(ptr[0]));
