@@ -4,7 +4,10 @@
 # kernel alone, CPU per write too).  fio, one job, 4 KiB random direct
 # writes at queue depth 16 into a 256 MiB file written through first, with
 # libaio and with io_uring; the kernel alone and dioshim interleaved, REPS
-# runs of SECS seconds each, medians.  Needs root (scratch ext4 and XFS).
+# runs of SECS seconds each, medians.  Then what the shim adds to one
+# queued write where the write itself costs little: bench/aiocost on
+# tmpfs, the fastest of 200 batches, median of REPS interleaved runs.
+# Needs root (scratch ext4 and XFS).
 #
 #   sudo bench/asyncover.sh
 #   sudo SECS=5 REPS=5 bench/asyncover.sh /tmp/old/build/dioshim
@@ -15,7 +18,7 @@ OLD_LAUNCHER=${1:-}
 # shellcheck source=lib.sh
 source "$TOP/bench/lib.sh"
 bench_scratch asyncover
-make -s -C "$TOP" -j2 BUILD=build all >/dev/null
+make -s -C "$TOP" -j2 BUILD=build all build/aiocost >/dev/null
 NEW=$TOP/build/dioshim
 
 # run ENGINE FILE LAUNCHER...: "iops cpu_us_per_write" of one fio run.
@@ -71,4 +74,27 @@ for fs in $FSTYPES; do
 		unset I C
 	done
 	scratch_destroy_all
+done
+
+# The shim's own cost per queued write, told apart from the device's:
+# tmpfs makes the write inside io_submit.
+f=$SHM/aiocost.dat
+dd if=/dev/zero of="$f" bs=1M count=64 status=none
+declare -A B=()
+for rep in $(seq "$REPS"); do
+	for side in "${sides[@]}"; do
+		# shellcheck disable=SC2046
+		read -r best _ < <(env DIOSHIM_FS=tmpfs $(launcher "$side") \
+			"$TOP/build/aiocost" "$f" 200)
+		B[$side]+="$best "
+	done
+done
+echo
+printf '| aiocost: tmpfs, libaio, 4 in flight | ns per queued write (fastest batch, median of %s) | over the kernel alone |\n' "$REPS"
+echo "|---|--:|--:|"
+k=$(printf '%s\n' ${B[kernel]} | median)
+for side in "${sides[@]}"; do
+	b=$(printf '%s\n' ${B[$side]} | median)
+	printf '| %s | %.0f | %s ns |\n' "$side" "$b" \
+		"$(awk -v a="$b" -v k="$k" 'BEGIN { printf "%+.0f", a - k }')"
 done

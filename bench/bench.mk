@@ -8,7 +8,7 @@
 #   make demo                   the main job in a minute or two
 
 BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite \
-	$(BUILD)/fwd.so $(BUILD)/callcost
+	$(BUILD)/fwd.so $(BUILD)/callcost $(BUILD)/aiocost
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \
 	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS CALL_REPS PROGRAMS
@@ -23,6 +23,10 @@ $(BUILD)/fwd.so: bench/fwd.c
 $(BUILD)/callcost: bench/callcost.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $<
+
+$(BUILD)/aiocost: bench/aiocost.c
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -laio
 
 bench: deps $(BENCH_BIN)
 	@BUILD=$(abspath $(BUILD)) BENCH_CMD="$(BENCH_CMD)" bench/run.sh
