@@ -108,6 +108,22 @@ assert_no_segment() {
 	fi
 }
 
+# The same for many files, in one stat outside the shim (a loop of
+# assert_no_segment spawns four processes per file).
+assert_no_segments() {
+	local mode gid dev ino dir seg bad=0
+	while read -r mode gid dev ino; do
+		dir=$DIOSHIM_SHM_DIR
+		[ $((0$mode & 020)) -eq 0 ] || dir=$dir/dioshim-g$gid
+		seg=$(printf '%s/dioshim.%x.%x' "$dir" "$dev" "$ino")
+		if [ -e "$seg" ]; then
+			echo "segment $seg still exists" >&2
+			bad=1
+		fi
+	done < <(noshim stat -c '%a %g %d %i' "$@")
+	return "$bad"
+}
+
 # slowed_run SIDE LIMIT VALUE CMD...: run CMD (side "kernel": outside the
 # shim, else under it) in a blkio cgroup whose blkio.throttle.LIMIT for
 # the scratch device (SLOW_DEV=MAJ:MIN: that one) is VALUE, so that its
