@@ -22,7 +22,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 pass=0 fail=0 skip=0
-failed=() suite_times=()
+failed=() suite_times=() test_times=()
 
 run_unit() {
 	local t name rc out
@@ -42,18 +42,25 @@ run_unit() {
 
 # One suite under one filesystem (FS, read by the suite's setup_file).
 run_suite() {
-	local file=$1 fs=$2 line tag name start=$SECONDS
+	local file=$1 fs=$2 line tag name ms=0 start=$SECONDS
 	tag=$(basename "$file" .bats)${fs:+[$fs]}
 	while IFS= read -r line; do
+		# bats --timing: "ok 3 name in 123ms", "... in 4ms # skip why"
+		if [[ $line =~ ^((not )?ok\ .*)\ in\ ([0-9]+)ms(\ #\ skip.*)?$ ]]; then
+			line=${BASH_REMATCH[1]}${BASH_REMATCH[4]}
+			ms=${BASH_REMATCH[3]}
+		fi
 		name=${line#*ok }
 		name="$tag ${name#* }"
+		[[ $line != ok* && $line != "not ok"* ]] ||
+			test_times+=("$((ms / 1000)) $name")
 		case $line in
 		"ok "*"# skip"*) skip=$((skip + 1)); echo "skip    $name" ;;
 		"ok "*) pass=$((pass + 1)); echo "ok      $name" ;;
 		"not ok "*) fail=$((fail + 1)); failed+=("$name"); echo "FAIL    $name" ;;
 		"#"*) echo "        $line" ;;
 		esac
-	done < <(FS=$fs DIOSHIM_SHM_DIR=$(suite_shm) bats --tap "$file" 2>&1)
+	done < <(FS=$fs DIOSHIM_SHM_DIR=$(suite_shm) bats --tap --timing "$file" 2>&1)
 	# Where make test's time goes.
 	echo "        $tag took $((SECONDS - start)) s"
 	suite_times+=("$((SECONDS - start)) $tag")
@@ -99,6 +106,9 @@ if [ ${#suite_times[@]} -gt 1 ]; then
 	echo
 	echo "slowest suites (s):"
 	printf '%s\n' "${suite_times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
+	echo "slowest tests (s):"
+	printf '%s\n' "${test_times[@]}" | sort -rn | head -n 12 | cut -c1-110 |
+		sed 's/^/  /'
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
