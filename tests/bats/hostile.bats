@@ -64,7 +64,7 @@ check_b() {
 		( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
 		seg=$(seg_of "$F")
 		[ -e "$seg" ] || { echo "no segment at word $w"; return 1; }
-		dd if=/dev/urandom of="$seg" bs=8 count=1 seek="$w" conv=notrunc status=none
+		noshim "$HELPERS/segprobe" "$seg" fuzz 1 "$w" 1
 		out=$(timeout 60 "$DIOSHIM" "$HELPERS/segprobe" "$F" b) ||
 			{ echo "word $w: exit $?: $out"; return 1; }
 		check_b "$out" || { echo "word $w: $out, kernel size $(real_size "$F")"; return 1; }
@@ -83,14 +83,8 @@ check_b() {
 		# 11 pages of the file (with the prefill bitmap), allocated
 		# or not.
 		lazy=$(($(stat -c %s "$seg") / 8 - 11 * 512))
-		for _ in $(seq 48); do
-			dd if=/dev/urandom of="$seg" bs=8 count=1 \
-				seek=$((RANDOM % 1024)) conv=notrunc status=none
-		done
-		for _ in $(seq 16); do
-			dd if=/dev/urandom of="$seg" bs=8 count=1 \
-				seek=$((lazy + RANDOM % 4096)) conv=notrunc status=none
-		done
+		noshim "$HELPERS/segprobe" "$seg" fuzz 48 0 1024
+		noshim "$HELPERS/segprobe" "$seg" fuzz 16 "$lazy" 4096
 		# A fuzzed tail can make an append wait for a predecessor
 		# that never was: it gives up after 120 s (APPEND_GIVE_UP_NS,
 		# reserve.c); a hang is what lasts past that.

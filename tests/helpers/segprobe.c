@@ -9,13 +9,19 @@
  *      the data implies; the 8 first blocks are intact; a read at the end
  *      returns 0), and print "size S appended-at P".
  * Exit 0 when every check holds.
+ *
+ * segprobe SEG fuzz N FIRST SPAN: write N random 8-byte words over the
+ * file SEG (a segment, not under the shim), each at word FIRST + a random
+ * number below SPAN: the fuzzing of hostile.bats in one process.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +33,22 @@ static int bad(const char *what)
 	return 1;
 }
 
+static int fuzz(const char *seg, long n, long first, long span)
+{
+	uint64_t r[2];
+	int fd = open(seg, O_WRONLY);
+
+	if (fd < 0 || n < 0 || first < 0 || span <= 0)
+		return bad("fuzz");
+	while (n--) {
+		if (getrandom(r, sizeof(r), 0) != sizeof(r) ||
+		    pwrite(fd, &r[0], 8, (first + (long)(r[1] % (uint64_t)span)) *
+						 8) != 8)
+			return bad("fuzz write");
+	}
+	return close(fd) ? bad("fuzz close") : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -34,6 +56,9 @@ int main(int argc, char **argv)
 	char *buf;
 	int fd, i;
 
+	if (argc == 6 && !strcmp(argv[2], "fuzz"))
+		return fuzz(argv[1], atol(argv[3]), atol(argv[4]),
+			    atol(argv[5]));
 	if (argc != 3 || posix_memalign((void **)&buf, BS, BS))
 		return 2;
 	if (!strcmp(argv[2], "a")) {
