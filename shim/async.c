@@ -527,6 +527,7 @@ struct batch {
 	struct held *h; /* inl, or spare->h */
 	struct spare *spare;
 	int n, cap;
+	bool full; /* no memory to grow: libaio submits what it has */
 	int saved_errno, busy;
 	struct held inl[BATCH_INLINE];
 };
@@ -539,6 +540,7 @@ static void batch_begin(struct batch *b)
 	b->spare = NULL;
 	b->n = 0;
 	b->cap = BATCH_INLINE;
+	b->full = false;
 	b->saved_errno = errno;
 	b->busy = io_busy;
 	io_busy = 1;
@@ -587,8 +589,10 @@ static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 	for (i = 0; i < b->n; i++)
 		if (b->h[i].f == f)
 			return &b->h[i];
-	if (b->n == b->cap && !batch_grow(b))
+	if (b->n == b->cap && !batch_grow(b)) {
+		b->full = true;
 		return NULL;
+	}
 	h = &b->h[b->n];
 	h->sh = inflight_enter_locked(f, fd);
 	if (!h->sh)
@@ -691,6 +695,8 @@ static struct aop *aop_claim(struct batch *b, struct aring *r,
 	struct held *h = batch_hold(b, f, fd);
 	struct aop *a = h ? aop_new() : NULL;
 
+	if (!a && b->full && r->kind == RING_AIO)
+		return NULL; /* aio_submit_some submits what it holds */
 	if (!a) {
 		log_once("a queued write cannot be tracked (no memory, or the "
 			 "file's barrier is unusable): it goes as issued");
@@ -914,15 +920,16 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 {
 	struct iocb *ptr[COPY_CHUNK];
 	int busy = io_busy;
-	long base, i, n;
+	long base, i, n, got;
 
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
 		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
-		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
-			break;
-		for (i = 0; i < n; i++) {
+		got = (long)(umem_read(ptr, iocbs + base,
+				       (size_t)n * sizeof(ptr[0])) /
+			     sizeof(ptr[0]));
+		for (i = 0; i < got; i++) {
 			struct aio_mark *m = aio_mark_slot(ptr[i], false);
 			struct iocb *io = ptr[i], seen;
 
@@ -943,6 +950,8 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 			}
 			m->iocb = 0;
 		}
+		if (got < n)
+			break;
 	}
 	pthread_mutex_unlock(&async_lock);
 	io_busy = busy;
@@ -1049,15 +1058,18 @@ static void read_clamp_apply(io_context_t ctx, struct io_event *ev, int n)
 static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 {
 	struct iocb *ptr[COPY_CHUNK];
-	long base, i, n;
+	long base, i, n, got;
 
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
 		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
-		if (!copy_in(ptr, iocbs + base, (size_t)n * sizeof(ptr[0])))
-			break;
-		for (i = 0; i < n; i++)
+		got = (long)(umem_read(ptr, iocbs + base,
+				       (size_t)n * sizeof(ptr[0])) /
+			     sizeof(ptr[0]));
+		for (i = 0; i < got; i++)
 			read_clamp_drop(NULL, ptr[i]);
+		if (got < n)
+			break;
 	}
 	pthread_mutex_unlock(&async_lock);
 }
@@ -1152,6 +1164,13 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 					(uint64_t)(uintptr_t)io,
 					(uint64_t)io->u.c.offset, &sp,
 					(int)io->aio_rw_flags, 0, &append);
+		/* No memory for one more file: submit the requests before
+		 * this one, untouched, and this one in the next round (it
+		 * holds at least the four files a batch keeps inline). */
+		if (!e[i].op && b.full) {
+			take = i;
+			break;
+		}
 		if (e[i].op && append) {
 			io->u.c.offset = (long long)e[i].op->t.off;
 			io->aio_rw_flags = (io->aio_rw_flags & ~RWF_APPEND_) |

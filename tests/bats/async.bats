@@ -210,6 +210,15 @@ aw_ok() {
 	done
 }
 
+@test "libaio: appending iocbs reaped and submitted again from an array cut by an unmapped page: every readable one appends, as with the kernel alone" {
+	mkdir "$F.k" "$F"
+	noshim "$AW" aio recut "$F.k" >"$T/kernel"
+	shim "$AW" aio recut "$F" >"$T/shim"
+	cat "$T/shim"
+	[ "$(grep -c "size=12288 ABC$" "$T/kernel")" -eq 17 ]
+	diff "$T/kernel" "$T/shim"
+}
+
 @test "io_uring: a write past the end linked behind a read that comes up short (cancelled), a pwrite and an append meanwhile: as the kernel alone" {
 	noshim "$AW" uring linked "$F.k" >"$T/kernel"
 	shim "$AW" uring linked "$F" >"$T/shim"

@@ -111,7 +111,8 @@ assert_no_segment() {
 # The same for many files, in one stat outside the shim (a loop of
 # assert_no_segment spawns four processes per file).
 assert_no_segments() {
-	local mode gid dev ino dir seg bad=0
+	local mode gid dev ino dir seg bad=0 ids
+	ids=$(noshim stat -c '%a %g %d %i' "$@") || return 1
 	while read -r mode gid dev ino; do
 		dir=$DIOSHIM_SHM_DIR
 		[ $((0$mode & 020)) -eq 0 ] || dir=$dir/dioshim-g$gid
@@ -120,7 +121,7 @@ assert_no_segments() {
 			echo "segment $seg still exists" >&2
 			bad=1
 		fi
-	done < <(noshim stat -c '%a %g %d %i' "$@")
+	done <<<"$ids"
 	return "$bad"
 }
 

@@ -57,6 +57,13 @@
  * once all are reaped and the files closed, N the files that read back
  * A then B; the kernel alone gives 8192 and 40.
  *
+ * asyncwrite aio recut DIR: 17 files in DIR given 'A' by write(2), an
+ * appending iocb each (RWF_APPEND, 'B'), reaped, then submitted again
+ * unchanged but for the buffer ('C') from a pointer array of 18 whose last
+ * entry is on an unmapped page (the kernel takes the 17 it can read).
+ * Prints the two submits' results and each file's size and blocks; the
+ * kernel alone gives "size=12288 ABC" for every file.
+ *
  * Prints one summary line; exits 1 if a check failed, 2 on a setup error.
  */
 #include "t_rec.h"
@@ -1026,6 +1033,78 @@ static void wide(const char *dir)
 	printf(" ok=%d bad=%ld\n", ok, bad);
 }
 
+#define RECUT 17
+
+/* Appending iocbs submitted again from an array cut by an unmapped page:
+ * the shim must give back each readable one's fields (aio_unmark). */
+static void recut(const char *dir)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct iocb ios[RECUT], *full[RECUT], **arr;
+	struct io_event ev[RECUT];
+	int fds[RECUT], i, r, got;
+	char name[4096], *buf;
+
+	if (m == MAP_FAILED || posix_memalign((void **)&buf, BLK, 3 * BLK) ||
+	    io_setup(RECUT, &ctx))
+		die("setup");
+	memset(buf, 'A', BLK);
+	memset(buf + BLK, 'B', BLK);
+	memset(buf + 2 * BLK, 'C', BLK);
+	for (i = 0; i < RECUT; i++) {
+		snprintf(name, sizeof(name), "%s/r%02d", dir, i);
+		fds[i] = open(name, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT,
+			      0644);
+		if (fds[i] < 0 || write(fds[i], buf, BLK) != BLK)
+			die(name);
+		io_prep_pwrite(&ios[i], fds[i], buf + BLK, BLK, 0);
+		ios[i].aio_rw_flags = RWF_APPEND;
+		full[i] = &ios[i];
+	}
+	for (r = 0; r < 2; r++) {
+		if (r == 0) {
+			arr = full;
+			printf("submit %d\n", io_submit(ctx, RECUT, arr));
+		} else {
+			for (i = 0; i < RECUT; i++)
+				ios[i].u.c.buf = buf + 2 * BLK;
+			if (munmap(m + pg, pg))
+				die("munmap");
+			arr = (struct iocb **)(m + pg - RECUT * sizeof(*arr));
+			memcpy(arr, full, sizeof(full));
+			printf("submit %d\n", io_submit(ctx, RECUT + 1, arr));
+		}
+		for (got = 0; got < RECUT;) {
+			int n = io_getevents(ctx, 1, RECUT, ev, NULL);
+
+			if (n <= 0)
+				die("io_getevents");
+			for (i = 0; i < n; i++)
+				if (ev[i].res != BLK)
+					printf("res %ld\n", (long)ev[i].res);
+			got += n;
+		}
+	}
+	io_destroy(ctx);
+	for (i = 0; i < RECUT; i++) {
+		char back[3 * BLK] = { 0 };
+		struct stat st;
+
+		close(fds[i]);
+		snprintf(name, sizeof(name), "%s/r%02d", dir, i);
+		fds[i] = open(name, O_RDONLY);
+		if (fds[i] < 0 || fstat(fds[i], &st) ||
+		    pread(fds[i], back, sizeof(back), 0) < 0)
+			die(name);
+		printf("%d: size=%lld %c%c%c\n", i, (long long)st.st_size,
+		       back[0] ? back[0] : '0', back[BLK] ? back[BLK] : '0',
+		       back[2 * BLK] ? back[2 * BLK] : '0');
+		close(fds[i]);
+	}
+}
+
 static int check_only(void)
 {
 	int rfd = open(path, O_RDONLY | O_DIRECT);
@@ -1065,7 +1144,8 @@ int main(int argc, char **argv)
 				"FILE BLOCKS QD [stat trunc fixed sqpoll "
 				"fsync]\n       asyncwrite aio|uring "
 				"errors|linked|flagged|past-then-append "
-				"FILE\n       asyncwrite aio|uring wide DIR\n");
+				"FILE\n       asyncwrite aio|uring wide DIR\n"
+				"       asyncwrite aio recut DIR\n");
 		return 2;
 	}
 	engine = strcmp(argv[1], "aio") ? URING : AIO;
@@ -1074,6 +1154,10 @@ int main(int argc, char **argv)
 		return check_only();
 	if (!strcmp(argv[2], "wide")) {
 		wide(path);
+		return 0;
+	}
+	if (!strcmp(argv[2], "recut")) {
+		recut(path);
 		return 0;
 	}
 	if (!strcmp(argv[2], "errors") || !strcmp(argv[2], "linked") ||
