@@ -8,9 +8,11 @@
  * timed; prints the fastest batch, the 10th percentile and the median,
  * per request.  On tmpfs the write is made inside io_submit
  * and costs little, so what the shim adds to the two calls shows; the
- * fastest batches are the ones nothing else interrupted (callcost.c).
+ * fastest batches are the ones nothing else interrupted (batches.h).
  */
 #define _GNU_SOURCE
+#include "batches.h"
+
 #include <fcntl.h>
 #include <libaio.h>
 #include <stdio.h>
@@ -21,21 +23,6 @@
 #define REQUESTS 1000
 #define DEPTH 4
 #define BLOCKS 16384 /* 64 MiB of 4 KiB blocks */
-
-static double now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -75,7 +62,6 @@ int main(int argc, char **argv)
 		}
 		t[b] = (now_ns() - start) / REQUESTS;
 	}
-	qsort(t, (size_t)batches, sizeof(*t), by_value);
-	printf("%.1f %.1f %.1f\n", t[0], t[batches / 10], t[batches / 2]);
+	batches_report(t, batches);
 	return 0;
 }

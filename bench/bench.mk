@@ -20,11 +20,11 @@ $(BUILD)/fwd.so: bench/fwd.c
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -shared \
 		-fvisibility=hidden -o $@ $< -ldl
 
-$(BUILD)/callcost: bench/callcost.c
+$(BUILD)/callcost: bench/callcost.c bench/batches.h
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
-$(BUILD)/aiocost: bench/aiocost.c
+$(BUILD)/aiocost: bench/aiocost.c bench/batches.h
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -laio
 

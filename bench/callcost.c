@@ -9,6 +9,8 @@
  * nanoseconds apart where a whole program's run time cannot.
  */
 #define _GNU_SOURCE
+#include "batches.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,21 +18,6 @@
 #include <unistd.h>
 
 #define PAIRS 1000
-
-static double now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -55,7 +42,6 @@ int main(int argc, char **argv)
 				return 1;
 		t[b] = (now_ns() - start) / PAIRS;
 	}
-	qsort(t, (size_t)batches, sizeof(*t), by_value);
-	printf("%.1f %.1f %.1f\n", t[0], t[batches / 10], t[batches / 2]);
+	batches_report(t, batches);
 	return 0;
 }
