@@ -800,6 +800,17 @@ static bool prepare_sync(int fd, bool datasync)
  * this many: a few hundred bytes of stack (hot.c). */
 #define COPY_CHUNK 16
 
+/* The chunk of iocbs[0, nr) from base: *n pointers asked for, into ptr;
+ * returns how many of them could be read (the kernel takes those and
+ * stops at the first it cannot). */
+static long iocb_chunk(struct iocb **ptr, struct iocb **iocbs, long base,
+		       long nr, long *n)
+{
+	*n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
+	return (long)(umem_read(ptr, iocbs + base, (size_t)*n * sizeof(*ptr)) /
+		      sizeof(*ptr));
+}
+
 /* The span of an iovec array; false when the kernel will refuse it (it
  * then answers for itself). */
 static bool iov_sum(const struct iovec *iov, long cnt, struct span *sp)
@@ -925,10 +936,7 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
-		got = (long)(umem_read(ptr, iocbs + base,
-				       (size_t)n * sizeof(ptr[0])) /
-			     sizeof(ptr[0]));
+		got = iocb_chunk(ptr, iocbs, base, nr, &n);
 		for (i = 0; i < got; i++) {
 			struct aio_mark *m = aio_mark_slot(ptr[i], false);
 			struct iocb *io = ptr[i], seen;
@@ -1062,10 +1070,7 @@ static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 
 	pthread_mutex_lock(&async_lock);
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
-		got = (long)(umem_read(ptr, iocbs + base,
-				       (size_t)n * sizeof(ptr[0])) /
-			     sizeof(ptr[0]));
+		got = iocb_chunk(ptr, iocbs, base, nr, &n);
 		for (i = 0; i < got; i++)
 			read_clamp_drop(NULL, ptr[i]);
 		if (got < n)
@@ -1220,10 +1225,7 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 
 	*any = false;
 	for (base = 0; base < nr; base += n) {
-		n = nr - base < COPY_CHUNK ? nr - base : COPY_CHUNK;
-		got = (long)(umem_read(ptr, iocbs + base,
-				       (size_t)n * sizeof(ptr[0])) /
-			     sizeof(ptr[0]));
+		got = iocb_chunk(ptr, iocbs, base, nr, &n);
 		for (i = 0; i < got; i++) {
 			/* The kernel reads each iocb, then stores its key
 			 * in it: one it cannot write is its EFAULT too. */
