@@ -287,17 +287,22 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 /*
  * An append to a file kept exact (a guest writes it): the kernel places
  * it, but one at a time, under the segment's ext_lock, which no
- * reservation takes while the file is exact.  XFS alone hands two
- * concurrent O_APPEND|O_DIRECT writers one offset; the members and the
- * guests that share a segment never do.
+ * reservation takes while the file is exact, and the place's append lock
+ * of the file, which a guest with no segment takes around its own
+ * appends (io_write_guest).  XFS alone hands two concurrent
+ * O_APPEND|O_DIRECT writers one offset; the members and the guests never
+ * do — not even a guest's append still in the kernel when the segment was
+ * made.
  */
 static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
 				    const struct io_req *r, int *err)
 {
 	bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
+	pthread_mutex_t *m = append_lock_take(seg->hint_key, seg->dev, seg->ino);
 	ssize_t ret = real_write_call(r);
 
 	*err = errno;
+	append_lock_give(m);
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	return ret;
@@ -529,6 +534,11 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
  */
 ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 {
+	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	int rwf = req_rwf(r);
+	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
+		      !(rwf & RWF_NOAPPEND);
+	pthread_mutex_t *m;
 	struct guard g;
 	struct ofd *n;
 	uint32_t inc;
@@ -544,11 +554,19 @@ ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 		n = shim_served(r->fd);
 		return n ? io_write(n, r, false) : real_write_call(r);
 	}
+	/* An append one at a time with those of a file kept exact: a
+	 * segment made while it is in the kernel has members that append
+	 * through the kernel too.  Not across a reclaim, which takes other
+	 * files' locks. */
 	do {
+		m = append ? append_lock_take(o->pin.key, o->pin.dev,
+					      o->pin.ino)
+			   : NULL;
 		ret = real_write_call(r);
 		err = errno;
+		append_lock_give(m);
 	} while (ret < 0 && space_short(err) && !tries++ &&
-		 !(req_rwf(r) & RWF_NOWAIT) && reclaim(o->pin.dev));
+		 !(rwf & RWF_NOWAIT) && reclaim(o->pin.dev));
 	fdtable_raw_exit(o, inc);
 	guard_exit(&g, ret, err);
 	return ret;

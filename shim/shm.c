@@ -327,8 +327,11 @@ static uint64_t hint_keys[HINTS_MAX];
 static void hint_init(void *map, const void *arg)
 {
 	struct dioshim_hint *h = map;
+	int i;
 
 	(void)arg;
+	for (i = 0; i < DIOSHIM_APPEND_LOCKS; i++)
+		robust_init(&h->append_lock[i].m);
 	h->magic = DIOSHIM_HINT_MAGIC;
 	h->version = DIOSHIM_LAYOUT_VERSION;
 	h->size = sizeof(*h);
@@ -1081,6 +1084,43 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 	/* A test that fails says nothing: count a guest, which costs only
 	 * the reservation. */
 	return type != F_UNLCK;
+}
+
+/*
+ * An append the kernel places on a file kept exact, a guest's or a
+ * member's: one at a time (layout.h append_lock).  The lock of (dev, ino)
+ * in key's place, taken: returned for append_lock_give, or NULL when
+ * there is none to take (no hint kept for key, a lock broken or held past
+ * the bound: logged, and the append goes as the kernel alone would take
+ * it).
+ */
+pthread_mutex_t *append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	struct dioshim_hint *h;
+	pthread_mutex_t *m;
+	bool temp, recovered;
+	int rc;
+
+	h = hint_get(key, false, &temp);
+	if (!h || temp) {
+		if (h)
+			hint_put(h, temp);
+		return NULL;
+	}
+	m = &h->append_lock[guest_byte(dev, ino) % DIOSHIM_APPEND_LOCKS].m;
+	rc = seg_trylock(m, &recovered);
+	if (rc == EBUSY)
+		rc = seg_lock(m, &recovered) ? 0 : EBUSY;
+	else if (rc)
+		log_msg("an append lock is unusable (%s): the append goes "
+			"as it is", strerror(rc));
+	return rc ? NULL : m;
+}
+
+void append_lock_give(pthread_mutex_t *m)
+{
+	if (m)
+		seg_unlock(m);
 }
 
 /*

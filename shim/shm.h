@@ -182,6 +182,11 @@ bool guest_mine(uint64_t key, uint64_t dev, uint64_t ino);
 void guest_drop(uint64_t key, uint64_t dev, uint64_t ino);
 /* Whether another process, or (ours) this one, is a guest of the file. */
 bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours);
+/* Take the lock that makes kernel-placed appends to the file one at a
+ * time in key's place (a guest's and a file kept exact's members'); NULL
+ * if there is none to take.  Given back with append_lock_give. */
+pthread_mutex_t *append_lock_take(uint64_t key, uint64_t dev, uint64_t ino);
+void append_lock_give(pthread_mutex_t *m);
 
 /* Around fork: hold hint_lock (after files_lock), then let it go in the
  * parent and the child. */

@@ -11,7 +11,8 @@
  * SEEK_DATA first).
  *
  * Lock order, for every process that takes more than one:
- *	attach_lock -> barrier_lock -> (drain) -> ext_lock
+ *	attach_lock -> barrier_lock -> (drain) -> ext_lock -> a hint's
+ *	append_lock (which a guest holds alone, around one write)
  * Writers hold no segment lock while they wait for the barrier, so a barrier
  * raiser that drains them can never wait on a lock they hold.
  *
@@ -34,14 +35,14 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 5u
+#define DIOSHIM_LAYOUT_VERSION 6u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
 /* One hint per layout version (bumped with it): a process of another
  * version that finds the name never takes the hint for broken, which
  * would cost it a look for segments at every call. */
-#define DIOSHIM_HINT_PREFIX "dioshim-hint5."
+#define DIOSHIM_HINT_PREFIX "dioshim-hint6."
 /* a group's directory: segments of its group-writable files, its hint */
 #define DIOSHIM_GROUP_PREFIX "dioshim-g"
 
@@ -58,6 +59,7 @@
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 #define DIOSHIM_BUDGETS 16 /* filesystems a place's disk budget knows */
 #define DIOSHIM_BUDGET_USED (1ULL << 63)
+#define DIOSHIM_APPEND_LOCKS 1024 /* a place's locks for exact appends */
 
 /* Segment state: written by the creator and by the last detacher only. */
 enum dioshim_seg_state {
@@ -376,6 +378,16 @@ struct dioshim_hint {
 		DIOSHIM_ATOMIC(uint64_t) dev;
 		DIOSHIM_ATOMIC(uint64_t) reserved;
 	} budget[DIOSHIM_BUDGETS] __attribute__((aligned(DIOSHIM_CACHELINE)));
+	/* Appends the kernel places on a file kept exact (DESIGN.md 4): a
+	 * guest's, written through the kernel with no segment of its own,
+	 * and the members' (under ext_lock) go one at a time, each under
+	 * lock (hash of the file's dev, ino) % DIOSHIM_APPEND_LOCKS — where
+	 * XFS alone would hand two concurrent ones one offset.  Robust: a
+	 * writer killed in its append holds it no longer. */
+	struct dioshim_append_lock {
+		pthread_mutex_t m;
+	} __attribute__((aligned(DIOSHIM_CACHELINE)))
+	append_lock[DIOSHIM_APPEND_LOCKS];
 };
 
 #ifndef __cplusplus
@@ -418,7 +430,9 @@ _Static_assert(DIOSHIM_LAZY_OFF % 4096 == 0 &&
 /* 64 stripes, one word of a range's stripe bitmap, to a page */
 _Static_assert(64 * sizeof(struct dioshim_stripe) == 4096, "stripe page");
 _Static_assert(DIOSHIM_LAZY_PAGES <= 32, "lazy_backed bits");
-_Static_assert(sizeof(struct dioshim_hint) == 6 * DIOSHIM_CACHELINE, "hint");
+_Static_assert(sizeof(struct dioshim_hint) ==
+		       (6 + DIOSHIM_APPEND_LOCKS) * DIOSHIM_CACHELINE,
+	       "hint");
 #endif
 
 #endif /* DIOSHIM_LAYOUT_H */

@@ -162,6 +162,32 @@ calls() { grep -c "<$D/" "$1" || true; }
 	done
 }
 
+@test "a lone writer's append held in the kernel while a second process opens the file and appends: every record once, size exact (the kernel alone on XFS gives two appends one offset)" {
+	local k out
+	for k in noshim shim; do
+		rm -f "$D/s.$k" "$T"/s.*
+		$k "$HELPERS/slowguest" "$D/s.$k" "$T/s.1" "$T/s.ready" \
+			"$T/s.go" >"$T/s.out1" &
+		wait_file "$T/s.ready" || true
+		if grep -q '^skip' "$T/s.out1"; then
+			wait
+			skip "$(cat "$T/s.out1")"
+		fi
+		$k "$HELPERS/t_appender" -t 1 -n 16 -w 1 -l "$T/s.2" "$D/s.$k" \
+			>"$T/s.out2" &
+		sleep 0.5
+		touch "$T/s.go"
+		wait
+		cat "$T/s.out1" "$T/s.out2"
+		run noshim "$HELPERS/t_verify" -S $((18 * 4096)) "$D/s.$k" \
+			"$T/s.1" "$T/s.2"
+		echo "$k: $output"
+		out=$status
+	done
+	[ "$out" -eq 0 ]
+	assert_no_segment "$D/s.shim"
+}
+
 @test "a lone writer idle while a second process opens and appends: the file stays exact (nothing reserved while the first may write as it is); sizes and appends as the kernel alone" {
 	local f=$D/idle
 	rm -f "$T"/i.*
