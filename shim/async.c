@@ -252,7 +252,8 @@ static void aop_queue(struct aring *r, struct aop *a)
 	atomic_fetch_add(&async_pending, 1);
 }
 
-/* Take a out of r's list (prev: the op before it, or NULL). */
+/* Take a out of r's list (prev: the op before it, or NULL); still
+ * counted in async_pending until aop_finish has applied it. */
 static void aop_unlink(struct aring *r, struct aop *prev, struct aop *a)
 {
 	if (prev)
@@ -262,7 +263,6 @@ static void aop_unlink(struct aring *r, struct aop *prev, struct aop *a)
 	if (r->ops_last == &a->next)
 		r->ops_last = prev ? &prev->next : &r->ops;
 	r->nops--;
-	atomic_fetch_sub(&async_pending, 1);
 }
 
 /* The attachment stays while any of its writes is in flight: pinned by
@@ -369,11 +369,16 @@ static int64_t aop_whole(const struct aop *a)
 	return a->t.kind == WTX_GROW ? 0 : (int64_t)(a->t.end - a->t.off);
 }
 
-/* aop_apply, then give a back unless it was deferred. */
+/*
+ * aop_apply, then give a back unless it was deferred.  Only then is it
+ * no longer pending: a thread that reaped its completion from the kernel
+ * and finds nothing pending (async_settle) must find it in the size.
+ */
 static void aop_finish(struct aop *a, int64_t res)
 {
 	if (aop_apply(a, res))
 		aop_release(a);
+	atomic_fetch_sub(&async_pending, 1);
 }
 
 /* Match a completion to the oldest write in flight with its key. */
