@@ -134,10 +134,25 @@ struct aop {
 
 enum ring_kind { RING_AIO, RING_URING };
 
+/*
+ * What the shim reads of an io_uring outside a call that names it: the
+ * kernel's completion queue, mapped until io_uring_queue_exit unmaps it,
+ * as the program's struct io_uring pointed at it when last seen.  The
+ * struct itself may be gone by then: a program may free it without
+ * io_uring_queue_exit (a ring on the stack of a thread that ended).
+ */
+struct cq_view {
+	unsigned *khead, *ktail;
+	struct io_uring_cqe *cqes;
+	unsigned mask, entries, flags, features;
+	int ring_fd;
+};
+
 struct aring {
 	struct aring *next;
 	enum ring_kind kind;
 	uintptr_t handle; /* io_context_t, or struct io_uring * */
+	struct cq_view cq; /* io_uring */
 	unsigned cursor; /* next completion to look at */
 	struct aop *ops, **ops_last; /* in submission order */
 	unsigned nops;
@@ -182,8 +197,46 @@ static unsigned ring_tail(const struct aring *r)
 
 		return __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
 	}
-	return __atomic_load_n(((struct io_uring *)r->handle)->cq.ktail,
-			       __ATOMIC_ACQUIRE);
+	return __atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE);
+}
+
+static void ring_forget(struct aring *r);
+
+/* r's view of the io_uring at its address, from the program's struct
+ * (valid: a call names it). */
+static void cq_view_take(struct aring *r, const struct io_uring *ring)
+{
+	r->cq.khead = ring->cq.khead;
+	r->cq.ktail = ring->cq.ktail;
+	r->cq.cqes = ring->cq.cqes;
+	r->cq.mask = *ring->cq.kring_mask;
+	r->cq.entries = *ring->cq.kring_entries;
+	r->cq.flags = ring->flags;
+	r->cq.features = ring->features;
+	r->cq.ring_fd = ring->ring_fd;
+}
+
+/*
+ * Whether the io_uring at r's address is still the one r was made for.
+ * If not (the one before was freed without io_uring_queue_exit, and
+ * another made in its place), r stays the one before's, under a handle
+ * no call names: its writes are still seen complete through its view,
+ * and it goes once they are.
+ */
+static bool cq_view_same(struct aring *r, const struct io_uring *ring)
+{
+	if (r->cq.ktail == ring->cq.ktail && r->cq.cqes == ring->cq.cqes) {
+		/* io_uring_close_ring_fd may have closed it since. */
+		r->cq.ring_fd = ring->ring_fd;
+		return true;
+	}
+	r->handle = (uintptr_t)r | 1; /* no struct io_uring's address */
+	free(r->files);
+	r->files = NULL;
+	r->nfiles = 0;
+	if (!r->ops)
+		ring_forget(r);
+	return false;
 }
 
 /* Under async_lock: the ring's record, made with the cursor at the
@@ -192,7 +245,8 @@ static struct aring *ring_get(enum ring_kind kind, uintptr_t handle)
 {
 	struct aring *r = ring_find(kind, handle);
 
-	if (r)
+	if (r && (kind == RING_AIO ||
+		  cq_view_same(r, (const struct io_uring *)handle)))
 		return r;
 	if (kind == RING_AIO) {
 		struct aio_ring_hdr h;
@@ -209,6 +263,8 @@ static struct aring *ring_get(enum ring_kind kind, uintptr_t handle)
 	r->kind = kind;
 	r->handle = handle;
 	r->ops_last = &r->ops;
+	if (kind == RING_URING)
+		cq_view_take(r, (const struct io_uring *)handle);
 	r->cursor = ring_tail(r);
 	r->next = rings;
 	rings = r;
@@ -433,18 +489,17 @@ static void ring_scan(struct aring *r)
 		}
 		return;
 	} else {
-		struct io_uring *ring = (struct io_uring *)r->handle;
-		unsigned mask = *ring->cq.kring_mask;
-		unsigned shift = (ring->flags & IORING_SETUP_CQE32) ? 1 : 0;
+		unsigned mask = r->cq.mask;
+		unsigned shift = (r->cq.flags & IORING_SETUP_CQE32) ? 1 : 0;
 
-		if (tail - r->cursor > *ring->cq.kring_entries) {
+		if (tail - r->cursor > r->cq.entries) {
 			ring_complete_all(r, "completions overwritten unread");
 			r->cursor = tail;
 			return;
 		}
 		for (; r->cursor != tail; r->cursor++) {
 			struct io_uring_cqe *c =
-				&ring->cq.cqes[(r->cursor & mask) << shift];
+				&r->cq.cqes[(r->cursor & mask) << shift];
 
 			if (r->ops)
 				ring_complete(r, c->user_data, c->res);
@@ -454,11 +509,17 @@ static void ring_scan(struct aring *r)
 
 static void scan_locked(void)
 {
-	struct aring *r;
+	struct aring *r, *next;
 
-	for (r = rings; r; r = r->next)
+	for (r = rings; r; r = next) {
+		next = r->next;
 		if (r->ops)
 			ring_scan(r);
+		/* A ring gone without io_uring_queue_exit, its writes all
+		 * seen complete. */
+		if ((r->handle & 1) && !r->ops)
+			ring_forget(r);
+	}
 	if (deferred)
 		deferred_retry();
 }
@@ -1919,7 +1980,7 @@ EXPORT int io_uring_get_events(struct io_uring *ring)
 /* Wait until the ring holds want completions, or 10 ms (where the kernel
  * takes a timeout: a completion the program reaped already, or one that
  * never comes, must not hold the process up for ever). */
-static int uring_wait_events(struct io_uring *ring, unsigned want)
+static int uring_wait_events(const struct cq_view *cq, unsigned want)
 {
 	struct __kernel_timespec ts = { 0, 10000000 };
 	struct io_uring_getevents_arg arg = {
@@ -1928,10 +1989,10 @@ static int uring_wait_events(struct io_uring *ring, unsigned want)
 		.ts = (uint64_t)(uintptr_t)&ts,
 	};
 
-	if (!(ring->features & IORING_FEAT_EXT_ARG))
-		return (int)syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
+	if (!(cq->features & IORING_FEAT_EXT_ARG))
+		return (int)syscall(SYS_io_uring_enter, cq->ring_fd, 0, want,
 				    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8);
-	return (int)syscall(SYS_io_uring_enter, ring->ring_fd, 0, want,
+	return (int)syscall(SYS_io_uring_enter, cq->ring_fd, 0, want,
 			    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
 			    &arg, sizeof(arg));
 }
@@ -1940,7 +2001,6 @@ static int uring_wait_events(struct io_uring *ring, unsigned want)
  * their completions, then apply them. */
 static void uring_drain(struct aring *r)
 {
-	struct io_uring *ring = (struct io_uring *)r->handle;
 	int tries = 0;
 
 	ring_scan(r);
@@ -1948,13 +2008,12 @@ static void uring_drain(struct aring *r)
 	while (r->ops && tries++ < 1000) {
 		unsigned before = r->nops;
 		unsigned ready = ring_tail(r) -
-				 __atomic_load_n(ring->cq.khead,
-						 __ATOMIC_ACQUIRE);
+				 __atomic_load_n(r->cq.khead, __ATOMIC_ACQUIRE);
 		unsigned want = ready + r->nops;
 
-		if (want > *ring->cq.kring_entries)
-			want = *ring->cq.kring_entries;
-		if (uring_wait_events(ring, want) < 0 && errno != EINTR &&
+		if (want > r->cq.entries)
+			want = r->cq.entries;
+		if (uring_wait_events(&r->cq, want) < 0 && errno != EINTR &&
 		    errno != ETIME)
 			break;
 		ring_scan(r);
@@ -1982,6 +2041,11 @@ static void ring_drop(enum ring_kind kind, uintptr_t handle)
 	io_busy = 1;
 	pthread_mutex_lock(&async_lock);
 	r = ring_find(kind, handle);
+	/* Another ring at the address of one freed without
+	 * io_uring_queue_exit: that one is not this call's to drop. */
+	if (r && kind == RING_URING &&
+	    !cq_view_same(r, (const struct io_uring *)handle))
+		r = NULL;
 	if (r) {
 		if (kind == RING_AIO)
 			aio_drain(r);

@@ -266,6 +266,19 @@ uring_waiter_case() {
 	assert_no_segment "$F"
 }
 
+@test "a struct io_uring freed without io_uring_queue_exit (a thread's stack), a write of it still unseen, then another ring at its address: no crash, every size as the kernel alone's" {
+	run noshim "$HELPERS/ringgone" "$F.k"
+	[ "$status" -eq 0 ] || skip "$output"
+	local want=$output
+	run shim "$HELPERS/ringgone" "$F"
+	echo "kernel: $(echo $want)"
+	echo "shim:   $(echo $output)"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$want" ]
+	[ "$(real_size "$F")" -eq "$(real_size "$F.k")" ]
+	assert_no_segment "$F"
+}
+
 @test "a ring set up with SQPOLL passes through untouched: the shim makes no fallocate, the data and the final size are the kernel's" {
 	need strace
 	run timeout 300 strace -f -e trace=fallocate -o "$T/trace" \
