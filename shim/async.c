@@ -1254,6 +1254,14 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 
 	ret = lazy_io_submit()(ctx, take, iocbs);
 
+	/* All taken, as most are: nothing to give back, and async_lock is
+	 * not taken again while the batch holds a file's ext_lock (an exact
+	 * write): another thread preparing under async_lock may be waiting
+	 * for that ext_lock. */
+	if (ret == take) {
+		batch_end(&b);
+		return (int)(take << 16 | ret);
+	}
 	pthread_mutex_lock(&async_lock);
 	/* What the kernel did not take is still the application's alone,
 	 * and unseen by it: give it back as it was, the last first (each

@@ -228,3 +228,15 @@ free_while_open() {
 	[ "$s" -ge $((k - k / 16 - (1 << 20))) ]
 	assert_no_segment "$SCRATCH_MNT/logs/f0"
 }
+
+@test "two threads append through libaio with 3 MB free (exact writes, each under the file's ext_lock through its submission): no stall, every record once, size exact" {
+	local avail
+	avail=$(noshim df -B1 --output=avail "$SCRATCH_MNT" | tail -n 1)
+	noshim fallocate -l $((avail - (3 << 20))) "$SCRATCH_MNT/full.fill"
+	# The build before waited 30 s for a lock, then hung.
+	run timeout 30 "$DIOSHIM" "$HELPERS/aiothreads" "$F" 2 200
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F")" -eq $((401 * 4096)) ]
+	assert_no_segment "$F"
+}
