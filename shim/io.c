@@ -287,22 +287,28 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 /*
  * An append to a file kept exact (a guest writes it): the kernel places
  * it, but one at a time, under the segment's ext_lock, which no
- * reservation takes while the file is exact, and the place's append lock
- * of the file, which a guest with no segment takes around its own
- * appends (io_write_guest).  XFS alone hands two concurrent
- * O_APPEND|O_DIRECT writers one offset; the members and the guests never
- * do — not even a guest's append still in the kernel when the segment was
- * made.
+ * reservation takes while the file is exact, and the file's append lock
+ * (shm.c), which a guest with no segment takes around its own appends
+ * (io_write_guest) — once its lockless ones, made while its place had no
+ * segment, are out of the kernel.  XFS alone hands two concurrent
+ * O_APPEND|O_DIRECT writers one offset; writes made this way never get
+ * one — not even beside a guest's append still in the kernel when the
+ * segment was made.  (Queued appends to an exact file go as the kernel
+ * alone takes them: README.)
  */
 static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
 				    const struct io_req *r, int *err)
 {
 	bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
-	pthread_mutex_t *m = append_lock_take(seg->hint_key, seg->dev, seg->ino);
-	ssize_t ret = real_write_call(r);
+	bool one = append_lock_take(seg->hint_key, seg->dev, seg->ino);
+	ssize_t ret;
+
+	append_lockless_drain(seg->hint_key, seg->dev, seg->ino);
+	ret = real_write_call(r);
 
 	*err = errno;
-	append_lock_give(m);
+	if (one)
+		append_lock_give(seg->hint_key, seg->dev, seg->ino);
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	return ret;
@@ -538,9 +544,10 @@ ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 	int rwf = req_rwf(r);
 	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
 		      !(rwf & RWF_NOAPPEND);
-	pthread_mutex_t *m;
+	_Atomic uint32_t *lockless;
 	struct guard g;
 	struct ofd *n;
+	bool one;
 	uint32_t inc;
 	ssize_t ret;
 	int err, tries = 0;
@@ -556,15 +563,22 @@ ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 	}
 	/* An append one at a time with those of a file kept exact: a
 	 * segment made while it is in the kernel has members that append
-	 * through the kernel too.  Not across a reclaim, which takes other
-	 * files' locks. */
+	 * through the kernel too.  Under the file's append lock, or, while
+	 * its place has no segment at all, counted in for them to wait for.
+	 * Not across a reclaim, which takes other files' locks. */
 	do {
-		m = append ? append_lock_take(o->pin.key, o->pin.dev,
-					      o->pin.ino)
-			   : NULL;
+		lockless = append ? append_lockless_enter(o->pin.key,
+							 o->pin.dev,
+							 o->pin.ino)
+				  : NULL;
+		one = append && !lockless &&
+		      append_lock_take(o->pin.key, o->pin.dev, o->pin.ino);
 		ret = real_write_call(r);
 		err = errno;
-		append_lock_give(m);
+		if (lockless)
+			append_lockless_exit(lockless);
+		if (one)
+			append_lock_give(o->pin.key, o->pin.dev, o->pin.ino);
 	} while (ret < 0 && space_short(err) && !tries++ &&
 		 !(rwf & RWF_NOWAIT) && reclaim(o->pin.dev));
 	fdtable_raw_exit(o, inc);

@@ -327,11 +327,8 @@ static uint64_t hint_keys[HINTS_MAX];
 static void hint_init(void *map, const void *arg)
 {
 	struct dioshim_hint *h = map;
-	int i;
 
 	(void)arg;
-	for (i = 0; i < DIOSHIM_APPEND_LOCKS; i++)
-		robust_init(&h->append_lock[i].m);
 	h->magic = DIOSHIM_HINT_MAGIC;
 	h->version = DIOSHIM_LAYOUT_VERSION;
 	h->size = sizeof(*h);
@@ -1088,18 +1085,115 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 
 /*
  * An append the kernel places on a file kept exact, a guest's or a
- * member's: one at a time (layout.h append_lock).  The lock of (dev, ino)
- * in key's place, taken: returned for append_lock_give, or NULL when
- * there is none to take (no hint kept for key, a lock broken or held past
- * the bound: logged, and the append goes as the kernel alone would take
- * it).
+ * member's: one at a time (layout.h DIOSHIM_APPEND_BASE), under an OFD
+ * lock of the place's hint file, taken through a descriptor kept with the
+ * lifelines (looked up at each try and at the release: the program's
+ * dup2 may move it).  The kernel drops it when its holder
+ * dies.  Its holder stopped (SIGSTOP) after its write holds back only the
+ * appends of the same file, APPEND_LOCK_NS at most: past it, an append
+ * goes as the kernel alone takes it (logged), as one does when there is
+ * no lock to take (no descriptor of the place).
  */
-pthread_mutex_t *append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
+#define APPEND_LOCK_NS 30000000000ull
+
+#define APPEND_KEY (1ull << 61)
+
+/* The descriptor key's append locks are taken through: the place's hint,
+ * open for writing (a directory takes only read locks) — the lifeline's
+ * own, or one kept for them; lifeline_lock held. */
+static int append_fd(uint64_t key, bool open_it)
+{
+	int i, fd;
+
+	for (i = 0; i < lifeline_n; i++)
+		if (lifelines[i].key == key ||
+		    lifelines[i].key == (key | APPEND_KEY))
+			return lifelines[i].fd;
+	if (!open_it || lifeline_n == LIFELINES_MAX)
+		return -1;
+	fd = lifeline_open(key);
+	if (fd >= 0) {
+		lifelines[lifeline_n].key = key | APPEND_KEY;
+		lifelines[lifeline_n].fd = fd;
+		lifeline_n++;
+	}
+	return fd;
+}
+
+static int append_lock_try(uint64_t key, uint32_t byte, short type)
+{
+	int fd, rc = -1;
+
+	pthread_mutex_lock(&lifeline_lock);
+	errno = EBADF;
+	fd = append_fd(key, type != F_UNLCK);
+	if (fd >= 0)
+		rc = ofd_lock_byte(fd, DIOSHIM_APPEND_BASE + byte, F_OFD_SETLK,
+				   type);
+	pthread_mutex_unlock(&lifeline_lock);
+	return rc;
+}
+
+bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	uint32_t byte = guest_byte(dev, ino);
+	struct timespec nap = { 0, 20000 }, t0, t;
+	struct dioshim_hint *h;
+	uint64_t waited;
+	bool temp;
+
+	if (!append_lock_try(key, byte, F_WRLCK))
+		return true;
+	/* The first in a place with no hint yet (a segment made later makes
+	 * one): made now, for the lock a member will take there. */
+	if (errno == ENOENT) {
+		h = hint_get(key, true, &temp);
+		if (h)
+			hint_put(h, temp);
+		if (!append_lock_try(key, byte, F_WRLCK))
+			return true;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (errno == EAGAIN || errno == EACCES || errno == EINTR) {
+		nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 1000000)
+			nap.tv_nsec *= 2;
+		if (!append_lock_try(key, byte, F_WRLCK))
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		waited = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
+			 (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
+		if (waited > APPEND_LOCK_NS) {
+			errno = ETIMEDOUT;
+			break;
+		}
+	}
+	log_msg("an exact append goes without its lock (%s)",
+		strerror(errno));
+	return false;
+}
+
+void append_lock_give(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	int saved = errno;
+
+	append_lock_try(key, guest_byte(dev, ino), F_UNLCK);
+	errno = saved;
+}
+
+/*
+ * A lone writer pays for the lock only where parallelism may be: while
+ * its place has no segment at all (live 0), its append goes without,
+ * counted in instead (layout.h lockless).  A segment's maker adds to
+ * live before making it, so a guest that read live 0 was counted in
+ * before: the members' first exact append waits for it.
+ */
+_Atomic uint32_t *append_lockless_enter(uint64_t key, uint64_t dev,
+					uint64_t ino)
 {
 	struct dioshim_hint *h;
-	pthread_mutex_t *m;
-	bool temp, recovered;
-	int rc;
+	_Atomic uint32_t *n;
+	bool temp;
 
 	h = hint_get(key, false, &temp);
 	if (!h || temp) {
@@ -1107,20 +1201,62 @@ pthread_mutex_t *append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 			hint_put(h, temp);
 		return NULL;
 	}
-	m = &h->append_lock[guest_byte(dev, ino) % DIOSHIM_APPEND_LOCKS].m;
-	rc = seg_trylock(m, &recovered);
-	if (rc == EBUSY)
-		rc = seg_lock(m, &recovered) ? 0 : EBUSY;
-	else if (rc)
-		log_msg("an append lock is unusable (%s): the append goes "
-			"as it is", strerror(rc));
-	return rc ? NULL : m;
+	n = &h->lockless[guest_byte(dev, ino) % DIOSHIM_LOCKLESS].n;
+	atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&h->live, memory_order_seq_cst))
+		return n;
+	atomic_fetch_sub_explicit(n, 1, memory_order_release);
+	return NULL;
 }
 
-void append_lock_give(pthread_mutex_t *m)
+void append_lockless_exit(_Atomic uint32_t *n)
 {
-	if (m)
-		seg_unlock(m);
+	uint32_t cur = atomic_load_explicit(n, memory_order_relaxed);
+
+	/* Never below zero (a hint someone else wrote). */
+	while (cur && !atomic_compare_exchange_weak_explicit(
+			      n, &cur, cur - 1, memory_order_release,
+			      memory_order_relaxed))
+		;
+}
+
+/*
+ * Before an exact append of (dev, ino) under its append lock: the
+ * guests' lockless appends still in the kernel that may be of this file
+ * are waited for, APPEND_LOCK_NS at most.  A count that is not this
+ * file's (no guest of it is announced: another file's, or one a killed
+ * guest left) is not.
+ */
+void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino)
+{
+	struct timespec nap = { 0, 50000 }, t0, t;
+	_Atomic uint32_t *n;
+	struct dioshim_hint *h;
+	bool temp, looked = false;
+
+	h = hint_get(key, false, &temp);
+	if (!h)
+		return;
+	n = &h->lockless[guest_byte(dev, ino) % DIOSHIM_LOCKLESS].n;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (atomic_load_explicit(n, memory_order_seq_cst)) {
+		if (!looked) {
+			if (!guest_present(key, dev, ino, false))
+				break;
+			looked = true;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
+			    (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec >
+		    APPEND_LOCK_NS) {
+			log_msg("a lone writer's append still in the kernel "
+				"after %llu s: an exact append goes on",
+				APPEND_LOCK_NS / 1000000000ull);
+			break;
+		}
+		nanosleep(&nap, NULL);
+	}
+	hint_put(h, temp);
 }
 
 /*

@@ -113,7 +113,8 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta);
 #define KEEPS_MAX 256 /* kept descriptors (fd_keep) */
 /* The descriptors the shim keeps out of the program's way: lifelines,
  * guests' directories, kept copies (lifeline_fds lists them all). */
-#define LIFELINES_MAX (HINTS_MAX + HINTS_EXTRA + KEEPS_MAX)
+/* per place: its lifeline, its guests' directory, its append locks */
+#define LIFELINES_MAX (3 * (HINTS_MAX + HINTS_EXTRA) + KEEPS_MAX)
 extern struct dioshim_hint *hint_set[HINTS_MAX];
 extern int hint_count;
 
@@ -183,10 +184,18 @@ void guest_drop(uint64_t key, uint64_t dev, uint64_t ino);
 /* Whether another process, or (ours) this one, is a guest of the file. */
 bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours);
 /* Take the lock that makes kernel-placed appends to the file one at a
- * time in key's place (a guest's and a file kept exact's members'); NULL
- * if there is none to take.  Given back with append_lock_give. */
-pthread_mutex_t *append_lock_take(uint64_t key, uint64_t dev, uint64_t ino);
-void append_lock_give(pthread_mutex_t *m);
+ * time in key's place (a guest's and a file kept exact's members'); false
+ * if there is none to take.  Given back, once taken, with
+ * append_lock_give. */
+bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino);
+void append_lock_give(uint64_t key, uint64_t dev, uint64_t ino);
+/* A guest's append with no lock, while key's place has no segment:
+ * counted in (the count to give back), or NULL (take the lock). */
+_Atomic uint32_t *append_lockless_enter(uint64_t key, uint64_t dev,
+					uint64_t ino);
+void append_lockless_exit(_Atomic uint32_t *n);
+/* Under the append lock: wait for the lockless appends of the file. */
+void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino);
 
 /* Around fork: hold hint_lock (after files_lock), then let it go in the
  * parent and the child. */

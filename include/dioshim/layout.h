@@ -11,8 +11,8 @@
  * SEEK_DATA first).
  *
  * Lock order, for every process that takes more than one:
- *	attach_lock -> barrier_lock -> (drain) -> ext_lock -> a hint's
- *	append_lock (which a guest holds alone, around one write)
+ *	attach_lock -> barrier_lock -> (drain) -> ext_lock -> the file's
+ *	append lock (DIOSHIM_APPEND_BASE, which a guest takes alone)
  * Writers hold no segment lock while they wait for the barrier, so a barrier
  * raiser that drains them can never wait on a lock they hold.
  *
@@ -59,7 +59,7 @@
 #define DIOSHIM_DONE_RING 64 /* appends done, waiting to publish */
 #define DIOSHIM_BUDGETS 16 /* filesystems a place's disk budget knows */
 #define DIOSHIM_BUDGET_USED (1ULL << 63)
-#define DIOSHIM_APPEND_LOCKS 1024 /* a place's locks for exact appends */
+#define DIOSHIM_LOCKLESS 32 /* counts of guests' lockless appends */
 
 /* Segment state: written by the creator and by the last detacher only. */
 enum dioshim_seg_state {
@@ -107,6 +107,13 @@ struct dioshim_owner {
  * a 31-bit hash of the file's (dev, ino) of its place's directory (the
  * segment directory, or the group's) while it has the file open. */
 #define DIOSHIM_GUEST_BASE (1ULL << 41)
+/* Appends the kernel places on a file kept exact (DESIGN.md 4) — a
+ * guest's, written through the kernel with no segment of its own, and
+ * the members' (under ext_lock) — go one at a time, each under an OFD
+ * write lock on byte DIOSHIM_APPEND_BASE + the same hash of the file of
+ * the place's hint: where XFS alone would hand two concurrent ones one
+ * offset.  The kernel drops it with its holder. */
+#define DIOSHIM_APPEND_BASE (1ULL << 42)
 #define DIOSHIM_OWNER_PID_BITS 22
 #define DIOSHIM_OWNER_PID_MASK ((1ULL << DIOSHIM_OWNER_PID_BITS) - 1)
 
@@ -378,16 +385,15 @@ struct dioshim_hint {
 		DIOSHIM_ATOMIC(uint64_t) dev;
 		DIOSHIM_ATOMIC(uint64_t) reserved;
 	} budget[DIOSHIM_BUDGETS] __attribute__((aligned(DIOSHIM_CACHELINE)));
-	/* Appends the kernel places on a file kept exact (DESIGN.md 4): a
-	 * guest's, written through the kernel with no segment of its own,
-	 * and the members' (under ext_lock) go one at a time, each under
-	 * lock (hash of the file's dev, ino) % DIOSHIM_APPEND_LOCKS — where
-	 * XFS alone would hand two concurrent ones one offset.  Robust: a
-	 * writer killed in its append holds it no longer. */
-	struct dioshim_append_lock {
-		pthread_mutex_t m;
-	} __attribute__((aligned(DIOSHIM_CACHELINE)))
-	append_lock[DIOSHIM_APPEND_LOCKS];
+	/* Appends of guests made without the append lock
+	 * (DIOSHIM_APPEND_BASE) while the place had no segment (live 0),
+	 * still in the kernel, by the file's hash % DIOSHIM_LOCKLESS: an
+	 * append a member of a file kept exact places waits for them.  A
+	 * guest counts itself in, then reads live; a segment's maker adds
+	 * to live before making it. */
+	struct dioshim_lockless {
+		DIOSHIM_ATOMIC(uint32_t) n;
+	} __attribute__((aligned(DIOSHIM_CACHELINE))) lockless[DIOSHIM_LOCKLESS];
 };
 
 #ifndef __cplusplus
@@ -430,8 +436,10 @@ _Static_assert(DIOSHIM_LAZY_OFF % 4096 == 0 &&
 /* 64 stripes, one word of a range's stripe bitmap, to a page */
 _Static_assert(64 * sizeof(struct dioshim_stripe) == 4096, "stripe page");
 _Static_assert(DIOSHIM_LAZY_PAGES <= 32, "lazy_backed bits");
+/* One page: a nearly full segment directory still holds it. */
 _Static_assert(sizeof(struct dioshim_hint) ==
-		       (6 + DIOSHIM_APPEND_LOCKS) * DIOSHIM_CACHELINE,
+			       (6 + DIOSHIM_LOCKLESS) * DIOSHIM_CACHELINE &&
+		       sizeof(struct dioshim_hint) <= 4096,
 	       "hint");
 #endif
 
