@@ -296,14 +296,17 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
  * segment was made.  (Queued appends to an exact file go as the kernel
  * alone takes them: README.)
  */
-static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
+static ssize_t append_one_at_a_time(struct shim_file *f,
 				    const struct io_req *r, int *err)
 {
+	struct dioshim_seg *seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
 	bool recovered, locked = seg_lock(&seg->ext_lock, &recovered);
 	bool one = append_lock_take(seg->hint_key, seg->dev, seg->ino);
 	ssize_t ret;
 
-	append_lockless_drain(seg->hint_key, seg->dev, seg->ino);
+	/* Once: the segment counts in live, so no lockless one starts. */
+	if (!__atomic_exchange_n(&f->lockless_drained, true, __ATOMIC_ACQ_REL))
+		append_lockless_drain(seg->hint_key, seg->dev, seg->ino);
 	ret = real_write_call(r);
 
 	*err = errno;
@@ -316,13 +319,14 @@ static ssize_t append_one_at_a_time(struct dioshim_seg *seg,
 
 /* A write the shim cannot serve (the file turned exact, or the barrier
  * is unusable): as it is, an append one at a time among the segment's. */
-static ssize_t write_as_is(struct dioshim_seg *seg, const struct io_req *r,
+static ssize_t write_as_is(struct shim_file *f, const struct io_req *r,
 			   bool append, int *err)
 {
 	ssize_t ret;
 
-	if (append && atomic_load_explicit(&seg->exact, memory_order_relaxed))
-		return append_one_at_a_time(seg, r, err);
+	if (append && atomic_load_explicit(&f->seg->exact,
+					   memory_order_relaxed))
+		return append_one_at_a_time(f, r, err);
 	ret = real_write_call(r);
 	*err = errno;
 	return ret;
@@ -346,8 +350,7 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	ssize_t ret;
 
 	if (f->slot < 0 || !barrier_raise_write(f, r->fd))
-		return write_as_is(__atomic_load_n(&f->seg, __ATOMIC_ACQUIRE),
-				   r, true, err);
+		return write_as_is(f, r, true, err);
 	seg = __atomic_load_n(&f->seg, __ATOMIC_ACQUIRE);
 	/* Counted in flight behind its own barrier (no one else enters):
 	 * killed half way, it is a dead writer in flight, which the appends
@@ -383,8 +386,7 @@ ssize_t io_write_exact(struct shim_file *f, const struct io_req *r)
 	int err;
 
 	guard_enter(&g, true);
-	ret = append_one_at_a_time(__atomic_load_n(&f->seg, __ATOMIC_ACQUIRE),
-				   r, &err);
+	ret = append_one_at_a_time(f, r, &err);
 	guard_exit(&g, ret, err);
 	return ret;
 }
@@ -457,7 +459,7 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 		pthread_mutex_lock(&o->pos_lock);
 	sh = inflight_enter_fd(f, r->fd);
 	if (!sh) {
-		ret = write_as_is(seg, r, append, &err);
+		ret = write_as_is(f, r, append, &err);
 		goto out_unlock;
 	}
 	/* After entering: an exec that failed in another thread may have

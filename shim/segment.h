@@ -38,6 +38,9 @@ struct shim_file {
 	 * (shm.h) while attached; the file is kept exact for everyone. */
 	bool guest;
 	bool guest_held; /* its announcement (guest_hold) is ours to drop */
+	/* Its first exact append waited for the lone writers' lockless
+	 * appends (shm.h append_lockless_drain): none can start since. */
+	bool lockless_drained;
 	/* The last close (or exit) is taking it away: LEAVING while our
 	 * writes still in flight drain (new ones wait, then go to the
 	 * kernel as they are), GONE once detached. */

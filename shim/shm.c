@@ -519,28 +519,39 @@ uint64_t hint_gen(void)
 	return g == UINT64_MAX ? 0 : g;
 }
 
-/* The hint of key, mapped (ours, or another user's for root); *temp
- * when it is not kept (root past HINTS_EXTRA other users): the caller
- * gives it back with hint_put once done with it.  Made if missing only
- * when make says so: for a segment about to be made, never for a key
- * read from a segment (which anyone who can write it can set: a hint,
- * and a group directory, for any id). */
-static struct dioshim_hint *hint_get(uint64_t key, bool make, bool *temp)
+/* key's hint among this process's own (its user's and groups'). */
+static struct dioshim_hint *hint_own(uint64_t key)
 {
-	struct dioshim_hint *h = NULL;
 	int i;
 
-	*temp = false;
 	if (hints_ready())
 		for (i = 0; i < hint_count; i++)
 			if (hint_keys[i] == key)
 				return hint_set[i];
+	return NULL;
+}
+
+/* key's hint, mapped (ours, or another user's for root), as it is kept;
+ * else, unless look_only, opened (made if missing only when make says
+ * so) and kept, or *temp when it cannot be (root past HINTS_EXTRA other
+ * users). */
+static struct dioshim_hint *hint_find(uint64_t key, bool look_only,
+				      bool make, bool *temp)
+{
+	struct dioshim_hint *h = hint_own(key);
+	int i;
+
+	*temp = false;
+	if (h)
+		return h;
 	pthread_mutex_lock(&hint_lock);
 	for (i = 0; i < HINTS_EXTRA && hint_extra[i].h; i++)
 		if (hint_extra[i].key == key) {
 			h = hint_extra[i].h;
 			goto out;
 		}
+	if (look_only)
+		goto out;
 	h = hint_open(key, make);
 	if (h && i < HINTS_EXTRA) {
 		hint_extra[i].key = key;
@@ -553,10 +564,30 @@ out:
 	return h;
 }
 
+/* The hint of key, mapped (ours, or another user's for root); *temp
+ * when it is not kept (root past HINTS_EXTRA other users): the caller
+ * gives it back with hint_put once done with it.  Made if missing only
+ * when make says so: for a segment about to be made, never for a key
+ * read from a segment (which anyone who can write it can set: a hint,
+ * and a group directory, for any id). */
+static struct dioshim_hint *hint_get(uint64_t key, bool make, bool *temp)
+{
+	return hint_find(key, false, make, temp);
+}
+
 static void hint_put(struct dioshim_hint *h, bool temp)
 {
 	if (temp)
 		sys_munmap(h, sizeof(*h));
+}
+
+/* The hint of key if this process keeps it mapped; NULL (never a call)
+ * if not. */
+static struct dioshim_hint *hint_kept(uint64_t key)
+{
+	bool temp;
+
+	return hint_find(key, true, false, &temp);
 }
 
 void hint_live_add(uint64_t key, int64_t delta)
@@ -972,24 +1003,34 @@ static int guest_dir_open(uint64_t key)
 	return fd < 0 ? -1 : lifeline_moved(fd);
 }
 
-/* Our kept descriptor of key's place directory, opened on first use;
- * lifeline_lock held. */
-static int guest_dir_fd(uint64_t key, bool open_it)
+/* A descriptor kept with the lifelines under kept (or under also),
+ * else, if open_it says so, opened by open_fn(key) and kept under kept;
+ * -1 if none.  lifeline_lock held. */
+static int lifeline_kept(uint64_t kept, uint64_t also, uint64_t key,
+			 int (*open_fn)(uint64_t), bool open_it)
 {
 	int i, fd;
 
 	for (i = 0; i < lifeline_n; i++)
-		if (lifelines[i].key == (key | GUEST_KEY))
+		if (lifelines[i].key == kept || lifelines[i].key == also)
 			return lifelines[i].fd;
 	if (!open_it || lifeline_n == LIFELINES_MAX)
 		return -1;
-	fd = guest_dir_open(key);
+	fd = open_fn(key);
 	if (fd >= 0) {
-		lifelines[lifeline_n].key = key | GUEST_KEY;
+		lifelines[lifeline_n].key = kept;
 		lifelines[lifeline_n].fd = fd;
 		lifeline_n++;
 	}
 	return fd;
+}
+
+/* Our kept descriptor of key's place directory, opened on first use;
+ * lifeline_lock held. */
+static int guest_dir_fd(uint64_t key, bool open_it)
+{
+	return lifeline_kept(key | GUEST_KEY, key | GUEST_KEY, key,
+			     guest_dir_open, open_it);
 }
 
 static struct guest *guest_find(uint64_t key, uint32_t byte)
@@ -1103,33 +1144,25 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
  * own, or one kept for them; lifeline_lock held. */
 static int append_fd(uint64_t key, bool open_it)
 {
-	int i, fd;
-
-	for (i = 0; i < lifeline_n; i++)
-		if (lifelines[i].key == key ||
-		    lifelines[i].key == (key | APPEND_KEY))
-			return lifelines[i].fd;
-	if (!open_it || lifeline_n == LIFELINES_MAX)
-		return -1;
-	fd = lifeline_open(key);
-	if (fd >= 0) {
-		lifelines[lifeline_n].key = key | APPEND_KEY;
-		lifelines[lifeline_n].fd = fd;
-		lifeline_n++;
-	}
-	return fd;
+	return lifeline_kept(key | APPEND_KEY, key, key, lifeline_open,
+			     open_it);
 }
 
+/* 0 done, -1 held by another (errno), APPEND_NO_FD when there is no
+ * descriptor to take it through (errno: why). */
+#define APPEND_NO_FD (-2)
 static int append_lock_try(uint64_t key, uint32_t byte, short type)
 {
-	int fd, rc = -1;
+	int fd, rc = APPEND_NO_FD;
 
 	pthread_mutex_lock(&lifeline_lock);
 	errno = EBADF;
 	fd = append_fd(key, type != F_UNLCK);
-	if (fd >= 0)
-		rc = ofd_lock_byte(fd, DIOSHIM_APPEND_BASE + byte, F_OFD_SETLK,
-				   type);
+	if (fd >= 0 && ofd_lock_byte(fd, DIOSHIM_APPEND_BASE + byte,
+				     F_OFD_SETLK, type))
+		rc = -1;
+	else if (fd >= 0)
+		rc = 0;
 	pthread_mutex_unlock(&lifeline_lock);
 	return rc;
 }
@@ -1141,24 +1174,29 @@ bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 	struct dioshim_hint *h;
 	uint64_t waited;
 	bool temp;
+	int rc;
 
-	if (!append_lock_try(key, byte, F_WRLCK))
-		return true;
+	rc = append_lock_try(key, byte, F_WRLCK);
 	/* The first in a place with no hint yet (a segment made later makes
 	 * one): made now, for the lock a member will take there. */
-	if (errno == ENOENT) {
+	if (rc == APPEND_NO_FD && errno == ENOENT) {
 		h = hint_get(key, true, &temp);
 		if (h)
 			hint_put(h, temp);
-		if (!append_lock_try(key, byte, F_WRLCK))
-			return true;
+		rc = append_lock_try(key, byte, F_WRLCK);
 	}
+	if (!rc)
+		return true;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (errno == EAGAIN || errno == EACCES || errno == EINTR) {
+	/* Only a lock held by another is waited for: a hint we may not open
+	 * (another's file planted there) is no reason to wait. */
+	while (rc == -1 &&
+	       (errno == EAGAIN || errno == EACCES || errno == EINTR)) {
 		nanosleep(&nap, NULL);
 		if (nap.tv_nsec < 1000000)
 			nap.tv_nsec *= 2;
-		if (!append_lock_try(key, byte, F_WRLCK))
+		rc = append_lock_try(key, byte, F_WRLCK);
+		if (!rc)
 			return true;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		waited = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
@@ -1168,8 +1206,8 @@ bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 			break;
 		}
 	}
-	log_msg("an exact append goes without its lock (%s)",
-		strerror(errno));
+	log_once("an exact append goes without its lock (%s)",
+		 strerror(errno));
 	return false;
 }
 
@@ -1191,16 +1229,11 @@ void append_lock_give(uint64_t key, uint64_t dev, uint64_t ino)
 _Atomic uint32_t *append_lockless_enter(uint64_t key, uint64_t dev,
 					uint64_t ino)
 {
-	struct dioshim_hint *h;
+	struct dioshim_hint *h = hint_kept(key);
 	_Atomic uint32_t *n;
-	bool temp;
 
-	h = hint_get(key, false, &temp);
-	if (!h || temp) {
-		if (h)
-			hint_put(h, temp);
+	if (!h)
 		return NULL;
-	}
 	n = &h->lockless[guest_byte(dev, ino) % DIOSHIM_LOCKLESS].n;
 	atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
 	if (!atomic_load_explicit(&h->live, memory_order_seq_cst))
@@ -1221,12 +1254,14 @@ void append_lockless_exit(_Atomic uint32_t *n)
 }
 
 /*
- * Before an exact append of (dev, ino) under its append lock: the
- * guests' lockless appends still in the kernel that may be of this file
- * are waited for, APPEND_LOCK_NS at most.  A count that is not this
- * file's (no guest of it is announced: another file's, or one a killed
- * guest left) is not.
+ * Before a member's first exact append of (dev, ino), under its append
+ * lock: the guests' lockless appends still in the kernel that may be of
+ * this file are waited for, LOCKLESS_WAIT_NS at most (a count a killed or
+ * stopped guest left up never comes down).  A count that is not this
+ * file's (no guest of it is announced) is not waited for.
  */
+#define LOCKLESS_WAIT_NS 2000000000ull
+
 void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino)
 {
 	struct timespec nap = { 0, 50000 }, t0, t;
@@ -1248,10 +1283,10 @@ void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino)
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
 			    (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec >
-		    APPEND_LOCK_NS) {
+		    LOCKLESS_WAIT_NS) {
 			log_msg("a lone writer's append still in the kernel "
 				"after %llu s: an exact append goes on",
-				APPEND_LOCK_NS / 1000000000ull);
+				LOCKLESS_WAIT_NS / 1000000000ull);
 			break;
 		}
 		nanosleep(&nap, NULL);
