@@ -801,8 +801,7 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 	if (!f || !len || len > INT_MAX)
 		return NULL;
 	flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
-	append = ((flags & O_APPEND) || (rwf & RWF_APPEND_)) &&
-		 !(rwf & RWF_NOAPPEND);
+	append = write_appends(flags, rwf);
 	if (!append && (off > (uint64_t)INT64_MAX - len))
 		return NULL;
 	if (rwf & RWF_NOWAIT)
@@ -1723,11 +1722,9 @@ static void uring_write_skipped(struct io_uring *ring)
 		/* An append behind one of the rings' still in flight would
 		 * wait for its publication, which only a reap brings: the
 		 * kernel alone just queues it. */
-		if (!f || (((atomic_load_explicit(&o->flags,
-						  memory_order_relaxed) &
-			     O_APPEND) ||
-			    (s->rw_flags & RWF_APPEND_)) &&
-			   !(s->rw_flags & RWF_NOAPPEND) &&
+		if (!f || (write_appends(atomic_load_explicit(
+						 &o->flags, memory_order_relaxed),
+					 (int)s->rw_flags) &&
 			   async_in_flight(f->seg)))
 			continue;
 		req.kind = IO_PV2;

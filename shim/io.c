@@ -413,8 +413,7 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
 	bool positional = req_positional(r);
 	int rwf = req_rwf(r);
-	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
-		      !(rwf & RWF_NOAPPEND);
+	bool append = write_appends(flags, rwf);
 	bool nowait = rwf & RWF_NOWAIT;
 	/* The position lock serialises calls that read and move the file
 	 * position; an append's offset comes from the tail instead. */
@@ -544,8 +543,7 @@ ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 {
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
 	int rwf = req_rwf(r);
-	bool append = ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
-		      !(rwf & RWF_NOAPPEND);
+	bool append = write_appends(flags, rwf);
 	_Atomic uint32_t *lockless;
 	struct guard g;
 	struct ofd *n;

@@ -11,6 +11,7 @@
 #include "fdtable.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -23,6 +24,14 @@
 #ifndef RWF_NOAPPEND
 #define RWF_NOAPPEND 0x00000020
 #endif
+
+/* Whether a write through a description opened with flags, with these
+ * RWF flags, appends: the kernel's rule (RWF_NOAPPEND wins). */
+static inline bool write_appends(uint32_t flags, int rwf)
+{
+	return ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
+	       !(rwf & RWF_NOAPPEND);
+}
 
 /* Which libc call an io_req came from: the real call made is the same
  * one, with the same arguments, unless an append needs an offset. */
