@@ -824,6 +824,8 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 		      len, how);
 	if (!a)
 		return NULL;
+	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))
+		sync_note(f->seg);
 	/* Inside the reservation a trim could cut it while in flight; past
 	 * it, the kernel extends the size itself. */
 	if (a->t.end <= atomic_load(&f->seg->phys))
@@ -854,7 +856,10 @@ static bool prepare_sync(int fd, bool datasync)
 	struct ofd *o = shim_served(fd);
 	struct shim_file *f = o ? atomic_load(&o->file) : NULL;
 
-	if (!f || f->slot < 0 || !record_stale(f->seg))
+	if (!f || f->slot < 0)
+		return false;
+	sync_note(f->seg);
+	if (!record_stale(f->seg))
 		return false;
 	return record_refresh(f, fd) && datasync;
 }

@@ -427,8 +427,9 @@ static struct shim_file *writer_attach(int fd, struct ofd *o, int flags,
 }
 
 /* What an open with flags gives fd: OFD_QUIET only where quiet says it
- * may be.  Under fdt_lock. */
-static struct ofd *classify(int fd, int flags, bool quiet)
+ * may be.  record: the file carries an EOF record (it is looked at, so
+ * that its first user recovers it).  Under fdt_lock. */
+static struct ofd *classify(int fd, int flags, bool quiet, bool record)
 {
 	struct guest_pin pin;
 	struct shim_file *f;
@@ -443,7 +444,7 @@ static struct ofd *classify(int fd, int flags, bool quiet)
 		return OFD_PASS;
 	/* The generation is read before looking: a segment created after
 	 * this point changes it, and the fd is looked at again. */
-	if (!hint_look(&gen) && !direct_writer(flags))
+	if (!hint_look(&gen) && !direct_writer(flags) && !record)
 		return quiet ? OFD_QUIET :
 			       ofd_new(flags, OFD_UNCHECKED, NULL, gen);
 	f = writer_attach(fd, NULL, flags, &servable, &pin, writer_want());
@@ -488,7 +489,8 @@ static struct ofd *adopt(int fd)
 	o = entry_get(fd);
 	if (!o && wake_begin(fd, NULL)) {
 		flags = sys_fcntl(fd, F_GETFL, 0);
-		o = wake_end(fd, flags < 0 ? NULL : classify(fd, flags, true));
+		o = wake_end(fd, flags < 0 ? NULL
+					       : classify(fd, flags, true, false));
 	}
 	pthread_mutex_unlock(&fdt_lock);
 	return o;
@@ -535,7 +537,7 @@ static struct ofd *quiet_wake(int fd, bool quiet)
 		return entry_get(fd);
 	flags = sys_fcntl(fd, F_GETFL, 0);
 	if (flags >= 0) {
-		o = classify(fd, flags, quiet);
+		o = classify(fd, flags, quiet, false);
 		if (o == OFD_QUIET)
 			o = was;
 		else if (is_ofd(o) && was == OFD_QUIET_INHERITED)
@@ -748,20 +750,20 @@ void fdtable_engage_fd(int fd)
 		guest_engage(fd, o);
 }
 
-void fdtable_opened(int fd, int flags)
+void fdtable_opened(int fd, int flags, bool record)
 {
 	struct ofd *stale;
 	uint64_t gen;
 
 	/* Most opens: nothing to keep, an entry with nothing in it. */
-	if (!direct_writer(flags) && !hint_look(&gen) &&
+	if (!direct_writer(flags) && !record && !hint_look(&gen) &&
 	    entry_cas(fd, NULL, OFD_QUIET))
 		return;
 	fdt_lock_take();
 	stale = entry_get(fd);
 	if (stale && stale != OFD_PASS)
 		ofd_put(stale, -1);
-	entry_set(fd, classify(fd, flags, true));
+	entry_set(fd, classify(fd, flags, true, record));
 	pthread_mutex_unlock(&fdt_lock);
 }
 

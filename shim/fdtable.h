@@ -165,8 +165,9 @@ bool fdtable_guests(void);
  * flight): attach it, making its segment. */
 void fdtable_engage_fd(int fd);
 
-/* fd was just opened with flags. */
-void fdtable_opened(int fd, int flags);
+/* fd was just opened with flags; record: its file carries an EOF record
+ * (recover.h record_present), which its first user recovers. */
+void fdtable_opened(int fd, int flags, bool record);
 /* fd is about to be closed (still open: the last detach trims through it). */
 void fdtable_close(int fd);
 /* The same, from a signal handler that interrupted this thread inside the

@@ -316,7 +316,10 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	drain(seg);
 	if (!seg_lock(&seg->ext_lock, &recovered))
 		return false;
-	recover_words(seg, fd);
+	if (!recover_words(seg, fd)) {
+		seg_unlock(&seg->ext_lock);
+		return false;
+	}
 	reserve_charge(seg);
 	/* A maker that died waiting for its file's lone writers (guests):
 	 * one still announced may have a write of its own in the kernel,

@@ -742,6 +742,27 @@ EXPORT int fclose(FILE *stream)
 	return r;
 }
 
+/* A stream opened by glibc's own open, out of our sight: looked at as an
+ * open would look at it (a record a crash left is recovered). */
+static FILE *stream_opened(FILE *r)
+{
+	if (r && shim_on())
+		BOOKKEEP(io_stream_opened(fileno(r)));
+	return r;
+}
+
+EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	lib_ensure();
+	return stream_opened(real_fopen(path, mode));
+}
+
+EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	lib_ensure();
+	return stream_opened(real_fopen64(path, mode));
+}
+
 /* freopen closes the stream's fd inside glibc and reopens the number,
  * both out of our sight.  The caller has set the shim up (real resolved). */
 static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
@@ -757,7 +778,7 @@ static FILE *reopen_common(FILE *(*real)(const char *, const char *, FILE *),
 	r = real(path, mode, stream);
 	if (fd >= 0)
 		closed_fd(fd);
-	return r;
+	return path ? stream_opened(r) : r;
 }
 
 EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)

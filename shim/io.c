@@ -30,6 +30,7 @@
 #include "prefill.h"
 #include "rangelock.h"
 #include "real.h"
+#include "recover.h"
 #include "reserve.h"
 #include "space.h"
 #include "sys.h"
@@ -371,6 +372,9 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	/* Past the reservation the kernel extended the size: phys is what
 	 * it made. */
 	wtx_settle(&t, r->fd, ret < 0 ? -*err : ret);
+	if ((atomic_load(&o->flags) & O_DSYNC) ||
+	    (req_rwf(r) & (RWF_DSYNC | RWF_SYNC)))
+		sync_note(seg);
 	inflight_exit(sh);
 	barrier_lower(f);
 	if (!positional)
@@ -505,6 +509,8 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 	st = wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
 	if (st & WTX_MOVED)
 		stat_add(&sh->extends, 1);
+	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))
+		sync_note(t.f->seg);
 	if (append && !positional)
 		append_done_position(o, r->fd, ret,
 				     t.off + (ret > 0 ? (uint64_t)ret : 0));
@@ -1020,6 +1026,7 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 	struct dioshim_seg *seg = f->seg;
 	struct guard g;
 	uint64_t eof;
+	bool reserved;
 	int ret, err;
 
 	if (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH)
@@ -1029,6 +1036,7 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 	 * does.  Upgrade only when the record had to change. */
 	if (record_stale(seg) && record_refresh(f, fd))
 		datasync = false;
+	reserved = reserve_standing(seg);
 	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
 	if (config.group_commit)
 		ret = commit_sync(f, fd, datasync);
@@ -1042,6 +1050,10 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 		while (eof > cur &&
 		       !atomic_compare_exchange_weak(&seg->synced_eof, &cur, eof))
 			;
+		sync_done(seg, reserved);
+	} else {
+		/* A sync that failed may still have committed the size. */
+		sync_note(seg);
 	}
 	guard_exit(&g, ret, err);
 	return ret;
@@ -1086,8 +1098,14 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode)
 				 mode);
 	if (fd < 0)
 		return fd;
-	fdtable_opened(fd, flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC |
-				     O_CLOEXEC));
+	/* Every open looks for a record a crash left (DESIGN.md 5), but for
+	 * a file it made itself and a descriptor that cannot ask. */
+	fdtable_opened(fd,
+		       flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC |
+				 O_CLOEXEC),
+		       !(flags & O_PATH) &&
+			       !((flags & O_CREAT) && (flags & O_EXCL)) &&
+			       record_present(fd));
 	if (strip) {
 		/* O_TRUNC of a file other processes are writing must drain
 		 * them first, as the kernel's truncate drains its DIO. */
@@ -1107,6 +1125,17 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	errno = saved;
 	return fd;
+}
+
+void io_stream_opened(int fd)
+{
+	int flags;
+
+	if (fd < 0 || !record_present(fd))
+		return;
+	flags = sys_fcntl(fd, F_GETFL, 0);
+	if (flags >= 0)
+		fdtable_opened(fd, flags, true);
 }
 
 void io_fix_path_size(const char *path, int dirfd, int at_flags,

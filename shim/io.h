@@ -137,6 +137,10 @@ uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant);
  * through the barrier. */
 int io_open(int dirfd, const char *path, int flags, mode_t mode);
 
+/* fd was opened by a stream (fopen, freopen), out of the shim's sight:
+ * a record a crash left on its file is recovered, as at an open. */
+void io_stream_opened(int fd);
+
 /* stat(path) family: correct st_size if a segment serves the file. */
 void io_fix_path_size(const char *path, int dirfd, int at_flags,
 		      struct stat *st);

@@ -37,13 +37,15 @@ static void made(struct dioshim_seg *seg, const struct file_id *id)
  * may be behind the kernel (a writer killed between fallocate and storing
  * phys), so phys is re-read and the rest pulled inside it.
  */
-static void seg_resync(struct dioshim_seg *seg, int fd)
+static bool seg_resync(struct dioshim_seg *seg, int fd)
 {
 	/* phys from the kernel's size, eof and tail inside it (or at the
 	 * end of data written past eof), the record made to match. */
-	recover_words(seg, fd);
+	if (!recover_words(seg, fd))
+		return false;
 	reserve_charge(seg);
 	atomic_store(&seg->barrier, 0);
+	return true;
 }
 
 /*
@@ -54,29 +56,38 @@ static void seg_resync(struct dioshim_seg *seg, int fd)
  * trusted than none: its words may be ahead of what reached the disk
  * (the filesystem went down with them), while the record and the data
  * are what the disk says.  Its eof only says where, inside the last
- * block of data past the record, the size of a kill -9 was.
+ * block of data past the record, the size of a kill -9 was.  False when
+ * the kernel's size could not be read: the words are not the file's,
+ * and the file must be kept exact (every call as it is) until a first
+ * user can.
  */
-static void first_in(struct dioshim_seg *seg, int fd)
+static bool first_in(struct dioshim_seg *seg, int fd)
 {
 	struct recover_hint hint = {
 		.eof = atomic_load(&seg->eof),
 		.rec_eof = atomic_load(&seg->recorded_eof),
 		.rec_phys = atomic_load(&seg->recorded_phys),
 	};
+	struct recover_report rep = { .outcome = RECOVER_NO_RECORD };
 	struct stat st;
 
 	/* Exact (a guest wrote it): nothing was reserved, the words are
 	 * stale, the kernel's size is the file's. */
-	if (!atomic_load(&seg->exact) &&
-	    recover_fd_hint(fd, seg_blksize(seg), &hint, &recover_last) ==
-		    RECOVER_FAILED) {
-		log_msg("recovery failed (%s): keeping the segment's eof",
-			strerror(errno));
-		seg_resync(seg, fd);
-		return;
+	if (!atomic_load(&seg->exact)) {
+		recover_fd_hint(fd, seg_blksize(seg), &hint, &rep);
+		recover_last = rep;
+		if (rep.outcome == RECOVER_FAILED) {
+			log_msg("recovery failed (%s): keeping the segment's "
+				"eof", strerror(errno));
+			return seg_resync(seg, fd);
+		}
 	}
-	if (sys_fstat(fd, &st))
-		return;
+	if (sys_fstat(fd, &st)) {
+		log_msg("cannot read the size of a file its segment's first "
+			"user starts from (%s): it stays exact",
+			strerror(errno));
+		return false;
+	}
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
 	atomic_store(&seg->phys, (uint64_t)st.st_size);
@@ -86,8 +97,13 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	reserve_charge(seg); /* what the dead counted goes back */
 	/* Nobody alive holds or waits on anything here: everything the dead
 	 * left — locks, barrier, policy, group-commit state — starts over,
-	 * whatever its words say. */
-	atomic_store(&seg->flags, 0);
+	 * whatever its words say.  A record found means a cut (or its
+	 * removal) that the disk does not have yet: the last user makes it
+	 * durable. */
+	atomic_store(&seg->flags, rep.outcome == RECOVER_TRIMMED ||
+					  rep.outcome == RECOVER_CLEAN
+				  ? DIOSHIM_SEGF_SYNCED
+				  : 0);
 	atomic_store(&seg->barrier, 0);
 	atomic_store(&seg->barrier_waiters, 0);
 	atomic_store(&seg->publish_waiters, 0);
@@ -105,15 +121,18 @@ static void first_in(struct dioshim_seg *seg, int fd)
 	atomic_store(&seg->sync_done, 0);
 	atomic_store(&seg->sync_done_full, 0);
 	atomic_store(&seg->sync_err_seq, 0);
+	return true;
 }
 
 static bool last_out(struct shim_file *f, int fd)
 {
 	/* Exact: nothing reserved, and words that may be behind the kernel's
-	 * size (the calls went to it as they were): nothing to cut. */
-	if (atomic_load(&f->seg->exact))
-		return true;
-	return reserve_trim(f, fd);
+	 * size (the calls went to it as they were): nothing to cut — but a
+	 * cut made when it turned exact may still be owed to the disk. */
+	if (!atomic_load(&f->seg->exact) && !reserve_trim(f, fd))
+		return false;
+	reserve_cut_durable(f, fd);
+	return true;
 }
 
 /*

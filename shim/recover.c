@@ -59,6 +59,11 @@ bool record_read(int fd, uint64_t *eof, uint64_t *phys)
 	return true;
 }
 
+bool record_present(int fd)
+{
+	return sys_has_xattr(fd, DIOSHIM_XATTR_EOF);
+}
+
 bool record_remove(int fd)
 {
 	return syscall(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF) == 0 ||
@@ -251,7 +256,7 @@ enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
 	return rep->outcome;
 }
 
-void recover_words(struct dioshim_seg *seg, int fd)
+bool recover_words(struct dioshim_seg *seg, int fd)
 {
 	uint64_t bs = seg_blksize(seg), size, eof, aligned, data;
 	uint64_t rec_eof, rec_phys, want;
@@ -260,7 +265,7 @@ void recover_words(struct dioshim_seg *seg, int fd)
 	if (sys_fstat(fd, &st)) {
 		log_msg("cannot read the size to recompute the words: %s",
 			strerror(errno));
-		return;
+		return false;
 	}
 	size = (uint64_t)st.st_size;
 	eof = atomic_load(&seg->eof);
@@ -290,7 +295,7 @@ void recover_words(struct dioshim_seg *seg, int fd)
 			atomic_store(&seg->recorded_eof, 0);
 			atomic_store(&seg->recorded_phys, 0);
 		}
-		return;
+		return true;
 	}
 	want = atomic_load(&seg->recorded_eof);
 	if (want < atomic_load(&seg->synced_eof))
@@ -309,4 +314,5 @@ void recover_words(struct dioshim_seg *seg, int fd)
 		log_msg("cannot record eof after recomputing the words: %s",
 			strerror(errno));
 	}
+	return true;
 }

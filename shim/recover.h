@@ -21,6 +21,8 @@
 bool record_write(int fd, uint64_t eof, uint64_t phys);
 bool record_read(int fd, uint64_t *eof, uint64_t *phys);
 bool record_remove(int fd);
+/* Whether fd's file carries a record (one system call, nothing read). */
+bool record_present(int fd);
 
 /* Drop clean cached pages of [from, to) (for the SEEK_DATA fallback of
  * recover_data_end, where cached zeros would count as data). */
@@ -91,9 +93,10 @@ struct dioshim_seg;
  * the old eof — or the end of data written past that eof — and the record
  * is made to describe what is reserved.  Nothing is cut.  Nobody may be
  * writing meanwhile: the barrier is up and drained and ext_lock held, or
- * the caller is the segment's first live user.
+ * the caller is the segment's first live user.  False (nothing changed)
+ * when the kernel's size cannot be read.
  */
-void recover_words(struct dioshim_seg *seg, int fd);
+bool recover_words(struct dioshim_seg *seg, int fd);
 
 /* The last recovery this process ran, for the dioshim command. */
 extern struct recover_report recover_last;

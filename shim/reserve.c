@@ -503,6 +503,31 @@ bool record_refresh(struct shim_file *f, int fd)
 	return ok;
 }
 
+void sync_done(struct dioshim_seg *seg, bool reserved)
+{
+	if (reserved || reserve_standing(seg))
+		sync_note(seg);
+	else if (atomic_load(&seg->flags) & DIOSHIM_SEGF_SYNCED)
+		atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SYNCED);
+}
+
+void reserve_cut_durable(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	if (fd < 0 || !(atomic_load(&seg->flags) & DIOSHIM_SEGF_SYNCED))
+		return;
+	if (sys_fsync(fd)) {
+		/* The cut stands; a power cut may bring the tail back, with
+		 * its record if that too was synced: the next shimmed open
+		 * of the file cuts it again. */
+		log_msg("cannot make the cut of the reserved tail durable "
+			"(%s)", strerror(errno));
+		return;
+	}
+	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SYNCED);
+}
+
 void reserve_resync(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;

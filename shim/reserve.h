@@ -97,6 +97,38 @@ static inline bool record_stale(struct dioshim_seg *seg)
 	       (rec < eof && ((eof | rec) & (seg_blksize(seg) - 1)));
 }
 
+/*
+ * Durable cuts (DESIGN.md 5): whether the kernel's size past eof, or a
+ * record, stands now — a sync beside it may make it durable.
+ */
+static inline bool reserve_standing(struct dioshim_seg *seg)
+{
+	return atomic_load_explicit(&seg->phys, memory_order_acquire) >
+		       atomic_load_explicit(&seg->eof, memory_order_acquire) ||
+	       atomic_load_explicit(&seg->recorded_phys, memory_order_relaxed);
+}
+
+/* A sync reaches the kernel (a queued one, an O_SYNC or O_DSYNC write):
+ * if something reserved stands, the last user's cut is to be made
+ * durable (DIOSHIM_SEGF_SYNCED).  A load in the common case. */
+static inline void sync_note(struct dioshim_seg *seg)
+{
+	if (!(atomic_load_explicit(&seg->flags, memory_order_relaxed) &
+	      DIOSHIM_SEGF_SYNCED) &&
+	    reserve_standing(seg))
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SYNCED);
+}
+
+/* An fsync or fdatasync that succeeded, reserved: whether something
+ * reserved stood when it began.  One that began and ended with nothing
+ * reserved made the file durable as it is: no cut is owed. */
+void sync_done(struct dioshim_seg *seg, bool reserved);
+
+/* The last user has cut the reserved tail through fd: if a sync may have
+ * made that tail durable, so is the cut (one fsync), lest a power cut
+ * after a clean close bring the tail back. */
+void reserve_cut_durable(struct shim_file *f, int fd);
+
 /* Re-read phys, eof and tail from the kernel size after a size change the
  * kernel made (barrier and ext_lock held). */
 void reserve_resync(struct shim_file *f, int fd);

@@ -355,13 +355,14 @@ static void hook_made(struct dioshim_seg *seg, const struct file_id *id)
 		h->made(seg, id);
 }
 
-static void seg_recover(struct dioshim_seg *seg, int fd)
+/* False: the words are not the file's (first_in could not read its
+ * size), the file must be kept exact. */
+static bool seg_recover(struct dioshim_seg *seg, int fd)
 {
 	const struct segment_hooks *h = __atomic_load_n(&hooks,
 						       __ATOMIC_ACQUIRE);
 
-	if (h && h->first_in)
-		h->first_in(seg, fd);
+	return !h || !h->first_in || h->first_in(seg, fd);
 }
 
 /* Without mechanisms above, nothing is ever reserved: nothing to cut. */
@@ -568,10 +569,13 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		return JOIN_AGAIN;
 	}
 	if (!others_alive(seg, -1)) {
-		seg_recover(seg, fd);
-		/* Exact stays only while a guest lives. */
+		bool started = seg_recover(seg, fd);
+
+		/* Exact stays only while a guest lives, or words that are
+		 * not the file's could not be started anew. */
 		atomic_store(&seg->exact,
-			     guest_present(seg->hint_key, id->dev, id->ino, true));
+			     !started || guest_present(seg->hint_key, id->dev,
+						       id->ino, true));
 	}
 	slot = slot_claim(seg);
 	/* A guest announces itself before the last member can leave: that
@@ -701,10 +705,12 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 		}
 	}
 	/* A record of a reservation a crash left: the segment's first user
-	 * recovers the file (first_in), so it is made now. */
-	if (mode == SEG_LAZY &&
-	    syscall(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, NULL, 0) >= 0)
+	 * recovers the file (first_in), so it is made now — by any user of
+	 * the file, a reader too (DESIGN.md 5: the first shimmed open, in
+	 * any mode). */
+	if (mode != SEG_MAKE && sys_has_xattr(fd, DIOSHIM_XATTR_EOF))
 		mode = SEG_MAKE;
+	create = mode != SEG_FIND;
 	if (mode == SEG_LAZY) {
 		switch (lazy_announce(id, pin)) {
 		case LAZY_ALONE:
@@ -762,7 +768,8 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 						   &arg);
 			if (seg) {
 				hint_published(arg.hint_key);
-				seg_recover(seg, fd);
+				if (!seg_recover(seg, fd))
+					atomic_store(&seg->exact, 1);
 				/* Published: a guest that announced itself
 				 * before looking found nothing here.  It may
 				 * be a lone writer that joins at its next

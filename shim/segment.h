@@ -76,8 +76,10 @@ struct segment_hooks {
 	 * published. */
 	void (*made)(struct dioshim_seg *seg, const struct file_id *id);
 	/* Its first live user (the creator, or the first after users that
-	 * all died), through fd: recover the file, start the words. */
-	void (*first_in)(struct dioshim_seg *seg, int fd);
+	 * all died), through fd: recover the file, start the words.  False
+	 * if the words could not be started from the kernel's size: the
+	 * file is then kept exact. */
+	bool (*first_in)(struct dioshim_seg *seg, int fd);
 	/* Its last user, through fd (-1: none): cut the reserved tail;
 	 * false if it must stay (the segment then stays too). */
 	bool (*last_out)(struct shim_file *f, int fd);

@@ -9,7 +9,9 @@
 #ifndef DIOSHIM_SYS_H
 #define DIOSHIM_SYS_H
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -73,6 +75,22 @@ static inline int sys_fstatfs(int fd, struct statfs *sfs)
 static inline int sys_ftruncate(int fd, off_t len)
 {
 	return (int)syscall(SYS_ftruncate, fd, len);
+}
+
+/* Whether fd's file has the extended attribute name (nothing read;
+ * errno kept). */
+static inline bool sys_has_xattr(int fd, const char *name)
+{
+	int saved = errno;
+	bool here = syscall(SYS_fgetxattr, fd, name, NULL, 0) >= 0;
+
+	errno = saved;
+	return here;
+}
+
+static inline int sys_fsync(int fd)
+{
+	return (int)syscall(SYS_fsync, fd);
 }
 
 static inline int sys_fallocate(int fd, int mode, off_t off, off_t len)

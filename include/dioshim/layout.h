@@ -85,6 +85,12 @@ enum dioshim_birth_kind {
 #define DIOSHIM_SEGF_ENGAGED 0x4u /* a second write was seen in flight:
 				   * reservation and prefill start (until
 				   * then writes go to the kernel as issued) */
+#define DIOSHIM_SEGF_SYNCED 0x8u /* a sync (fsync, fdatasync, an O_SYNC or
+				  * O_DSYNC write, a queued one) may have
+				  * made a reserved size durable: the cut of
+				  * the last user is made durable too, so a
+				  * power cut after a clean close brings the
+				  * file back at its synced size */
 
 /*
  * Owner of a slot or a lock: a process, named so that a recycled pid never

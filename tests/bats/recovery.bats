@@ -282,3 +282,75 @@ crashed_with_tail() {
 	[ "$(grep -c 'held=1' "$T/out")" -eq 2 ]
 	[ "$(real_size "$F")" -eq 32768 ]
 }
+
+# ---- durable cuts and recovery at any open (issue 28, case 1) ------------
+
+# Run OPS to the end (a clean close) under the shim and outside it, then
+# cut the power: both files come back at the size their last sync made
+# durable, with no record left — looked at outside the shim, before any
+# shimmed open could recover anything.
+close_cut_and_compare() {
+	local out
+	out=$T/$(basename "$F").out
+	# The kernel alone first: its syncs commit the log, the shim's cut
+	# with it, had it come first.
+	noshim "$HELPERS/recwrite" "$F.kernel" "$@" >"$T/$(basename "$F.kernel").out" 2>&1
+	shim "$HELPERS/recwrite" "$F" "$@" >"$out" 2>&1
+	power_cut_and_back
+	echo "shim: $(real_size "$F") (synced $(synced "$F")), kernel alone: $(real_size "$F.kernel") (synced $(synced "$F.kernel"))"
+	[ "$(real_size "$F.kernel")" -eq "$(synced "$F.kernel")" ]
+	[ "$(real_size "$F")" -eq "$(synced "$F")" ]
+	run noshim getfattr -n user.dioshim.eof "$F"
+	[ "$status" -ne 0 ]
+	cmp "$F" "$F.kernel"
+}
+
+@test "power cut after a clean close of a file synced by fsync, O_DSYNC and libaio writes (generic/737): the synced size, no record" {
+	close_cut_and_compare a 4K fsync aio 1M dsync 4K
+}
+
+@test "the same with the default engagement: the libaio write engages the file, its cut is durable" {
+	DIOSHIM_ENGAGE=contention close_cut_and_compare a 4K fsync aio 1M dsync 4K
+}
+
+@test "power cut after a clean close of a file fsynced while reserved, then appended and fsynced again: the last synced size" {
+	close_cut_and_compare a 64K fsync a 4K a 4K fdatasync
+}
+
+# A writer under the shim synced 32 KiB with its tail reserved; the
+# power went (the segment went with it).
+cut_with_tail() {
+	start_writer shim "$F" a 32K fsync
+	power_cut_and_back
+	[ "$(real_size "$F")" -gt 32768 ]
+}
+
+# Then OPEN (a command line run under the shim) is the first shimmed
+# open of the file: it recovers it.
+recovered_by_open() {
+	cut_with_tail
+	shim "$@" >"$T/open.out"
+	head -c 300 "$T/open.out"
+	[ "$(real_size "$F")" -eq 32768 ]
+	run noshim getfattr -n user.dioshim.eof "$F"
+	[ "$status" -ne 0 ]
+	assert_no_segment "$F"
+}
+
+@test "a crash's reserved tail is cut by the first shimmed open for reading (cat)" {
+	recovered_by_open cat "$F"
+	[ "$(stat -c %s "$T/open.out")" -eq 32768 ]
+}
+
+@test "... by a read-only open of xfs_io, and a buffered read-write one" {
+	recovered_by_open xfs_io -r -c "stat" "$F"
+	cut_with_tail
+	run shim xfs_io -c "pread 0 4k" "$F"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F")" -eq 32768 ]
+}
+
+@test "... by a stdio reader (fopen: sha256sum), which then reads the data alone" {
+	recovered_by_open sha256sum "$F"
+	[ "$(cut -d' ' -f1 "$T/open.out")" = "$(noshim sha256sum "$F" | cut -d' ' -f1)" ]
+}

@@ -9,6 +9,11 @@
  *   punch OFF LEN  fallocate(PUNCH_HOLE|KEEP_SIZE)
  *   zero OFF LEN   fallocate(ZERO_RANGE|KEEP_SIZE)
  *   grow LEN       fallocate(0, 0, LEN): the size grows without data
+ *   dsync LEN      append LEN bytes as "a" does, through a second
+ *                  descriptor opened O_DSYNC|O_DIRECT (kept for the
+ *                  next ones): prints "synced SIZE", the write durable
+ *   aio LEN        append LEN bytes as "a" does, through libaio (one
+ *                  request, reaped before the next step)
  *   fsync | fdatasync   prints "synced SIZE": the size it acknowledged
  *   sleep SECS
  *   ready PATH     create PATH (the test waits for it)
@@ -17,6 +22,7 @@
  * Exits 0 after the last step (pause never returns), 1 if a step failed.
  */
 #include <fcntl.h>
+#include <libaio.h>
 #include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +46,10 @@ static long long num(const char *s)
 
 int main(int argc, char **argv)
 {
+	io_context_t ctx = 0;
 	struct stat st;
 	char *buf;
-	int fd, i, n = 0;
+	int fd, dfd = -1, i, n = 0;
 
 	if (argc < 2 || posix_memalign((void **)&buf, 4096, MAXLEN))
 		return 2;
@@ -66,6 +73,38 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			printf("a %lld at %lld\n", len, (long long)st.st_size);
+		} else if (!strcmp(op, "dsync") && i + 1 < argc) {
+			long long len = num(argv[++i]);
+
+			if (dfd < 0)
+				dfd = open(argv[1], O_WRONLY | O_DSYNC | O_DIRECT);
+			if (dfd < 0 || len <= 0 || len > MAXLEN ||
+			    fstat(fd, &st))
+				return 1;
+			memset(buf, 'a' + n++ % 26, (size_t)len);
+			if (pwrite(dfd, buf, (size_t)len, st.st_size) != len) {
+				perror("dsync");
+				return 1;
+			}
+			printf("synced %lld\n", (long long)(st.st_size + len));
+		} else if (!strcmp(op, "aio") && i + 1 < argc) {
+			long long len = num(argv[++i]);
+			struct iocb cb, *cbs[1] = { &cb };
+			struct io_event ev;
+
+			if (!ctx && io_setup(4, &ctx))
+				return 1;
+			if (len <= 0 || len > MAXLEN || fstat(fd, &st))
+				return 1;
+			memset(buf, 'a' + n++ % 26, (size_t)len);
+			io_prep_pwrite(&cb, fd, buf, (size_t)len, st.st_size);
+			if (io_submit(ctx, 1, cbs) != 1 ||
+			    io_getevents(ctx, 1, 1, &ev, NULL) != 1 ||
+			    (long long)ev.res != len) {
+				fprintf(stderr, "aio: failed\n");
+				return 1;
+			}
+			printf("aio %lld at %lld\n", len, (long long)st.st_size);
 		} else if ((!strcmp(op, "punch") || !strcmp(op, "zero")) &&
 			   i + 2 < argc) {
 			int mode = FALLOC_FL_KEEP_SIZE |

@@ -70,7 +70,7 @@ int main(void)
 	setenv("DIOSHIM_ENGAGE", "always", 1);
 	unit_setup();
 	fd = unit_file("a", 0, path, sizeof(path));
-	fdtable_opened(fd, O_RDWR | O_DIRECT);
+	fdtable_opened(fd, O_RDWR | O_DIRECT, false);
 	o = fdtable_resolve(fd);
 	CHECK(o && atomic_load(&o->file));
 	CHECK(seg_exists(fd));
@@ -108,7 +108,7 @@ int main(void)
 	syscall(SYS_close, fd);
 	fd3 = unit_file("b", 12345, path2, sizeof(path2));
 	CHECK_EQ(fd3, fd);
-	fdtable_opened(fd3, O_RDWR | O_DIRECT);
+	fdtable_opened(fd3, O_RDWR | O_DIRECT, false);
 	o2 = fdtable_resolve(fd3);
 	CHECK(o2 && atomic_load(&o2->file) &&
 	      atomic_load(&o2->file)->seg->eof == 12345);
@@ -161,7 +161,7 @@ int main(void)
 
 	/* A buffered writer: watched, not attached (no segment exists)... */
 	fd = open(path, O_RDWR);
-	fdtable_opened(fd, O_RDWR);
+	fdtable_opened(fd, O_RDWR, false);
 	CHECK(fdtable_resolve(fd) == NULL);
 	CHECK(!seg_exists(fd));
 	/* ... until F_SETFL turns O_DIRECT on. */
@@ -174,7 +174,7 @@ int main(void)
 	/* A second, buffered fd of a file that has a segment is served too
 	 * (it must see the logical size). */
 	fd2 = open(path, O_RDONLY);
-	fdtable_opened(fd2, O_RDONLY);
+	fdtable_opened(fd2, O_RDONLY, false);
 	o2 = fdtable_resolve(fd2);
 	CHECK(o2 && atomic_load(&o2->file) == atomic_load(&o->file));
 
@@ -192,13 +192,13 @@ int main(void)
 	 * of its file attaches both. */
 	config.engage_always = false;
 	fd = unit_file("lone", 0, path, sizeof(path));
-	fdtable_opened(fd, O_RDWR | O_DIRECT);
+	fdtable_opened(fd, O_RDWR | O_DIRECT, false);
 	CHECK(fdtable_resolve(fd) == NULL);
 	CHECK(!seg_exists(fd));
 	o = fdtable_guest_writer(fd);
 	CHECK(o != NULL);
 	fd2 = open(path, O_WRONLY | O_DIRECT);
-	fdtable_opened(fd2, O_WRONLY | O_DIRECT);
+	fdtable_opened(fd2, O_WRONLY | O_DIRECT, false);
 	CHECK(seg_exists(fd));
 	CHECK(fdtable_guest_writer(fd) == NULL);
 	o = fdtable_resolve(fd);
