@@ -37,15 +37,15 @@ bool record_write(int fd, uint64_t eof, uint64_t phys)
 	char v[64];
 	int n = snprintf(v, sizeof(v), "v1 %" PRIu64 " %" PRIu64, eof, phys);
 
-	return syscall(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v, (size_t)n,
-		       0) == 0;
+	return SYS_TRY(syscall(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v,
+			       (size_t)n, 0)) == 0;
 }
 
 bool record_read(int fd, uint64_t *eof, uint64_t *phys)
 {
 	char v[64];
-	long n = syscall(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
-			 sizeof(v) - 1);
+	long n = SYS_TRY(syscall(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
+				 sizeof(v) - 1));
 
 	if (n <= 0)
 		return false;
@@ -66,7 +66,7 @@ bool record_present(int fd)
 
 bool record_remove(int fd)
 {
-	return syscall(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF) == 0 ||
+	return SYS_TRY(syscall(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF)) == 0 ||
 	       errno == ENODATA;
 }
 
@@ -193,7 +193,7 @@ int recover_truncate(int fd, uint64_t size)
 	if (recover_fd_writable(fd))
 		return sys_ftruncate(fd, (off_t)size);
 	self_fd_path(path, sizeof(path), fd);
-	return (int)syscall(SYS_truncate, path, (off_t)size);
+	return (int)SYS_TRY(syscall(SYS_truncate, path, (off_t)size));
 }
 
 enum recover_outcome recover_fd(int fd, uint32_t blksize,

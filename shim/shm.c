@@ -757,7 +757,11 @@ static int ofd_lock_byte(int fd, uint64_t byte, int cmd, short type)
 		.l_start = (off_t)byte,
 		.l_len = 1,
 	};
-	int rc = (int)sys_fcntl(fd, cmd, (long)&fl);
+	/* A test made again when it fails for the moment: read as a lock
+	 * held, a failed one would keep a tail no one holds. */
+	int rc = cmd == F_OFD_GETLK
+			 ? (int)SYS_TRY(sys_fcntl(fd, cmd, (long)&fl))
+			 : (int)sys_fcntl(fd, cmd, (long)&fl);
 
 	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
 }

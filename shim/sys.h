@@ -20,9 +20,47 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * The shim's own calls that change nothing, or whose repetition does what
+ * one would (a stat, a truncate to a size, an unlink, a lock test), are
+ * made again when the kernel could not make them for the moment (EINTR,
+ * EAGAIN, ENOMEM, ENOLCK, EBUSY; EIO, which a retry of such a call only
+ * confirms): SYS_TRIES times in all before the failure is believed.  The
+ * program did not make these calls; a failure the kernel alone would
+ * never have met must not become its answer, or its file's (a cut not
+ * made, a writer taken for alive).
+ */
+#define SYS_TRIES 4
+
+static inline bool sys_again(int *tries)
+{
+	static const struct timespec nap = { 0, 100000 };
+	int err = errno;
+
+	if ((err != EINTR && err != EAGAIN && err != ENOMEM && err != ENOLCK &&
+	     err != EBUSY && err != EIO) ||
+	    ++*tries >= SYS_TRIES)
+		return false;
+	if (*tries > 1)
+		syscall(SYS_nanosleep, &nap, NULL);
+	errno = err;
+	return true;
+}
+
+/* call, made again while it fails for the moment (sys_again). */
+#define SYS_TRY(call)                                   \
+	({                                              \
+		long r_;                                \
+		int t_ = 0;                             \
+		do                                      \
+			r_ = (long)(call);              \
+		while (r_ < 0 && sys_again(&t_));       \
+		r_;                                     \
+	})
+
 static inline int sys_openat(int dirfd, const char *path, int flags, mode_t m)
 {
-	return (int)syscall(SYS_openat, dirfd, path, flags, m);
+	return (int)SYS_TRY(syscall(SYS_openat, dirfd, path, flags, m));
 }
 
 static inline int sys_close(int fd)
@@ -58,23 +96,23 @@ static inline ssize_t sys_pread(int fd, void *buf, size_t n, off_t off)
 
 static inline int sys_fstat(int fd, struct stat *st)
 {
-	return (int)syscall(SYS_fstat, fd, st);
+	return (int)SYS_TRY(syscall(SYS_fstat, fd, st));
 }
 
 static inline int sys_statx(int dirfd, const char *path, int flags,
 			    unsigned mask, struct statx *stx)
 {
-	return (int)syscall(SYS_statx, dirfd, path, flags, mask, stx);
+	return (int)SYS_TRY(syscall(SYS_statx, dirfd, path, flags, mask, stx));
 }
 
 static inline int sys_fstatfs(int fd, struct statfs *sfs)
 {
-	return (int)syscall(SYS_fstatfs, fd, sfs);
+	return (int)SYS_TRY(syscall(SYS_fstatfs, fd, sfs));
 }
 
 static inline int sys_ftruncate(int fd, off_t len)
 {
-	return (int)syscall(SYS_ftruncate, fd, len);
+	return (int)SYS_TRY(syscall(SYS_ftruncate, fd, len));
 }
 
 /* Whether fd's file has the extended attribute name (nothing read;
@@ -82,7 +120,7 @@ static inline int sys_ftruncate(int fd, off_t len)
 static inline bool sys_has_xattr(int fd, const char *name)
 {
 	int saved = errno;
-	bool here = syscall(SYS_fgetxattr, fd, name, NULL, 0) >= 0;
+	bool here = SYS_TRY(syscall(SYS_fgetxattr, fd, name, NULL, 0)) >= 0;
 
 	errno = saved;
 	return here;
@@ -110,17 +148,18 @@ static inline int sys_fcntl(int fd, int cmd, long arg)
 
 static inline int sys_unlink(const char *path)
 {
-	return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+	return (int)SYS_TRY(syscall(SYS_unlinkat, AT_FDCWD, path, 0));
 }
 
 static inline int sys_link(const char *from, const char *to)
 {
-	return (int)syscall(SYS_linkat, AT_FDCWD, from, AT_FDCWD, to, 0);
+	return (int)SYS_TRY(
+		syscall(SYS_linkat, AT_FDCWD, from, AT_FDCWD, to, 0));
 }
 
 static inline int sys_fchmod(int fd, mode_t m)
 {
-	return (int)syscall(SYS_fchmod, fd, m);
+	return (int)SYS_TRY(syscall(SYS_fchmod, fd, m));
 }
 
 static inline pid_t sys_gettid(void)
