@@ -110,6 +110,36 @@ static void stat_add(_Atomic uint64_t *c)
 }
 
 /*
+ * A reservation's fallocate failed (ENOSPC, EIO): ext4 keeps what it
+ * managed to allocate, and the size with it.  Both are given back, so
+ * that the write that follows meets the file the kernel alone would
+ * have — but not what writes made meanwhile: the fallocate drained the
+ * queued writes in flight, and those that extended the file (submitted
+ * past phys, exact) made its size at their end, which is data.  The cut
+ * stops at the end of the last block of data past phys.  Exact writes
+ * are submitted under ext_lock, which we hold: none is in flight now.
+ * Returns the kernel's size, in phys.
+ */
+static uint64_t undo_failed_reserve(struct shim_file *f, int fd,
+				    uint64_t phys)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t keep = phys, data;
+	struct stat st;
+
+	if (sys_fstat(fd, &st) || (uint64_t)st.st_size <= phys)
+		return phys;
+	data = recover_data_end(fd, phys / seg_blksize(seg) *
+					    seg_blksize(seg));
+	if (data > keep)
+		keep = data;
+	if (keep >= (uint64_t)st.st_size || sys_ftruncate(fd, (off_t)keep))
+		keep = (uint64_t)st.st_size;
+	atomic_store_explicit(&seg->phys, keep, memory_order_release);
+	return keep;
+}
+
+/*
  * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
  * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
  * must go to the kernel as issued.
@@ -228,11 +258,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
 		int err = errno;
 
-		/* ext4 keeps what a failed fallocate managed to allocate, and
-		 * the size with it: give both back, so that the write that
-		 * follows meets the file the kernel alone would have. */
-		if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size > phys)
-			sys_ftruncate(fd, (off_t)phys);
+		phys = undo_failed_reserve(f, fd, phys);
 		/* Put the record back to the truth: the old reservation. */
 		if (phys > atomic_load(&seg->eof))
 			record_write(fd, eof, phys);

@@ -154,7 +154,8 @@ static bool slot_back_range(struct dioshim_seg *seg, int n)
 	uintptr_t from = (uintptr_t)&seg->slot[0];
 	uintptr_t to = ((uintptr_t)&seg->slot[n] + 4095) & ~(uintptr_t)4095;
 
-	return !madvise((void *)from, to - from, MADV_POPULATE_WRITE) ||
+	return !SYS_TRY(madvise((void *)from, to - from,
+				MADV_POPULATE_WRITE)) ||
 	       (errno == EINVAL && slot_back_by_fd(seg, from, to));
 }
 
@@ -548,10 +549,17 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 	 * of the file can set: the pages below it are ours to touch only
 	 * once allocated (a no-op where they are). */
 	if (seg_slots(seg) > 0 && !slot_back_range(seg, seg_slots(seg))) {
+		/* Not a member, and never beside its reservation: a guest,
+		 * the file exact (DESIGN.md 4, a fallback is per file).  The
+		 * pages exist in the file (slots_hi grows only once they
+		 * do): the guest's barrier reads them without a fault. */
+		slot = guest_hold(seg->hint_key, id->dev, id->ino)
+			       ? JOIN_GUEST
+			       : JOIN_GUEST_UNANNOUNCED;
 		seg_unlock(&seg->attach_lock);
-		log_msg("%s: its slots cannot be backed: passing through",
-			path);
-		return JOIN_NONE;
+		log_msg("%s: its slots cannot be mapped (%s): writing as a "
+			"guest, the file exact", path, strerror(errno));
+		return slot;
 	}
 	if (!birth_matches(seg, id)) {
 		/* The inode number was reused; the old file's segment may

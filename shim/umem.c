@@ -45,9 +45,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+
+/* A probe that says nothing (umem_readable, page_writable) is made
+ * again so many times. */
+#define UMEM_TRIES 4
+#define UMEM_POPULATE_TRIES 1000
 
 #define UMEM_PAGE 4096u
 #define UMEM_SLOTS 512u
@@ -267,11 +275,30 @@ static uintptr_t *slot(uintptr_t pg)
  * changes). */
 static bool page_readable(uintptr_t pg)
 {
-	int saved = errno;
-	long rc = syscall(SYS_rt_sigprocmask, 0x7fffffff,
-			  (void *)(pg * UMEM_PAGE), NULL, 8);
-	bool ok = rc && errno == EINVAL;
+	int saved = errno, tries;
+	long rc = 0;
+	bool ok;
 
+	/* EINVAL: read, and refused for its how; EFAULT: not readable, an
+	 * answer that stays when asked again.  Anything else (it cannot fail
+	 * otherwise, but for a fault a tracer injects, or a seccomp filter)
+	 * says nothing: asked again, then asked another way
+	 * (MADV_POPULATE_READ: 0 readable, EFAULT or ENOMEM not).  A page
+	 * taken for unreadable that is not would have the shim cut a
+	 * submission the kernel takes whole, its writes untracked. */
+	for (tries = 0; tries < UMEM_TRIES; tries++) {
+		rc = syscall(SYS_rt_sigprocmask, 0x7fffffff,
+			     (void *)(pg * UMEM_PAGE), NULL, 8);
+		if (rc && errno == EINVAL)
+			break;
+	}
+	if (tries < UMEM_TRIES || errno == EFAULT) {
+		ok = tries < UMEM_TRIES;
+	} else {
+		rc = madvise((void *)(pg * UMEM_PAGE), UMEM_PAGE,
+			     MADV_POPULATE_READ);
+		ok = !rc || (errno != EFAULT && errno != ENOMEM);
+	}
 	errno = saved;
 	return ok;
 }
@@ -283,7 +310,7 @@ static int populate_write = -1; /* unknown, 0 unsupported, 1 works */
 
 static bool page_writable(uintptr_t pg)
 {
-	int saved = errno, rc;
+	int saved = errno, rc, tries;
 
 	if (populate_write < 0)
 		populate_write = !madvise((void *)((uintptr_t)&known &
@@ -294,9 +321,21 @@ static bool page_writable(uintptr_t pg)
 		errno = saved;
 		return page_readable(pg);
 	}
-	do
+	/* EFAULT, EINVAL (a read-only mapping, one it will not populate),
+	 * ENOMEM (not mapped, or no memory): not writable, an answer that
+	 * stays when asked again.  A fault not served for the moment
+	 * (EINTR, EAGAIN) is served again, so many times at most; any
+	 * failure is asked about once more (a tracer's injected fault
+	 * passes), lest a page the kernel would write be taken for one it
+	 * refuses: the shim would then cut a submission the kernel takes
+	 * whole, its writes untracked. */
+	tries = 0;
+	for (;;) {
 		rc = madvise((void *)(pg * UMEM_PAGE), 1, MADV_POPULATE_WRITE);
-	while (rc && (errno == EINTR || errno == EAGAIN));
+		if (!rc || ++tries >= UMEM_POPULATE_TRIES ||
+		    (errno != EINTR && errno != EAGAIN && tries >= UMEM_TRIES))
+			break;
+	}
 	errno = saved;
 	return !rc;
 }
