@@ -45,6 +45,15 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Whether the file turned exact since the caller decided to serve it (a
+ * segment's maker that waited for its lone writers in vain, a guest): its
+ * words are not the file's any more, the kernel's size is.  Read after
+ * barrier_settle, which waits out such a maker. */
+static inline bool words_stale(struct dioshim_seg *seg)
+{
+	return atomic_load_explicit(&seg->exact, memory_order_acquire);
+}
+
 /* The kernel's cap on one read or write (MAX_RW_COUNT). */
 #define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
 /* Highest user address on x86_64 with 4-level paging. */
@@ -695,6 +704,14 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 	}
 	if (!reentrant)
 		barrier_settle(f, r->fd);
+	if (words_stale(seg)) {
+		/* Exact since the call looked (a maker that waited for its
+		 * lone writers in vain, a guest): the kernel's size is the
+		 * file's, the words are not. */
+		ret = real_read_call(r);
+		err = errno;
+		goto out;
+	}
 	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
 	if (pos >= eof) {
 		/* At or past the end the kernel reads nothing; the reserved
@@ -724,6 +741,7 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 				sys_lseek(r->fd, (off_t)eof, SEEK_SET);
 		}
 	}
+out:
 	if (!positional && !reentrant)
 		pthread_mutex_unlock(&o->pos_lock);
 	guard_exit(&g, ret, err);
@@ -746,7 +764,8 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	if ((whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE) ||
-	    (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH))
+	    (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH) ||
+	    words_stale(f->seg))
 		return real_lseek(fd, off, whence);
 
 	guard_enter(&g, false);
@@ -1068,6 +1087,8 @@ uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant)
 	async_settle();
 	if (!reentrant)
 		barrier_settle(f, fd);
+	if (words_stale(f->seg))
+		return kernel_size;
 	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 
 	return eof < kernel_size ? eof : kernel_size;

@@ -355,3 +355,13 @@ calls() { grep -c "<$D/" "$1" || true; }
 	[ "$(real_size "$f")" -eq 8192 ]
 	assert_no_segment "$f"
 }
+
+@test "processes writing 512 bytes each past the end with O_DIRECT and reading them back through a buffered descriptor (generic/418): every read whole, as with the kernel alone" {
+	run noshim "$HELPERS/readback" "$D/r.kernel" 3 20
+	echo "kernel alone: $output"
+	[ "$status" -eq 0 ]
+	run shim "$HELPERS/readback" "$D/r" 3 20
+	echo "shim: $output"
+	[ "$status" -eq 0 ]
+	assert_no_segment "$D/r"
+}
