@@ -308,6 +308,17 @@ static bool any_live_owner(struct dioshim_seg *seg)
 	return false;
 }
 
+/* Remove the name of seg (dead now) and count it out of its place's
+ * hint, inside a count window (shm.h): a recount meanwhile would find
+ * the file gone and the count not yet down. */
+static void seg_unlink(struct dioshim_seg *seg, const char *path)
+{
+	hint_window_open(seg->hint_key);
+	sys_unlink(path);
+	hint_live_add(seg->hint_key, -1);
+	hint_window_close(seg->hint_key);
+}
+
 /*
  * attach_lock, which every attach and detach takes and holds only briefly.
  * If it cannot be had in ATTACH_TIMEOUT_SEC and no attached process is
@@ -571,8 +582,7 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 			return JOIN_NONE;
 		}
 		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-		sys_unlink(path);
-		hint_live_add(seg->hint_key, -1);
+		seg_unlink(seg, path);
 		seg_unlock(&seg->attach_lock);
 		return JOIN_AGAIN;
 	}
@@ -770,10 +780,14 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 					continue;
 				}
 			}
+			hint_window_open(arg.hint_key);
 			hint_live_add(arg.hint_key, 1);
 			seg = shm_create_published(path, SEG_SIZE, &own,
 						   seg_init, seg_init_undo,
 						   &arg);
+			if (!seg)
+				hint_live_add(arg.hint_key, -1);
+			hint_window_close(arg.hint_key);
 			if (seg) {
 				hint_published(arg.hint_key);
 				if (!seg_recover(seg, fd))
@@ -795,7 +809,6 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 				seg_unlock(&seg->attach_lock);
 				break;
 			}
-			hint_live_add(arg.hint_key, -1);
 			if (errno == EEXIST)
 				continue;
 			log_msg("%s: cannot create (%s): passing through", path,
@@ -949,8 +962,7 @@ static void seg_retire(struct dioshim_seg *seg, const char *path)
 	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD)
 		return;
 	atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-	sys_unlink(path);
-	hint_live_add(seg->hint_key, -1);
+	seg_unlink(seg, path);
 }
 
 /* The segment at path mapped, if it is one of this layout, with its
@@ -1038,11 +1050,8 @@ void segment_exec_release(struct shim_file *f, int fd)
 	if (!others_alive(seg, -1) &&
 	    !guest_present(seg->hint_key, f->dev, f->ino, false) &&
 	    last_out(f, fd) &&
-	    !seg_path_of(seg, path, sizeof(path))) {
-		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
-		sys_unlink(path);
-		hint_live_add(seg->hint_key, -1);
-	}
+	    !seg_path_of(seg, path, sizeof(path)))
+		seg_retire(seg, path);
 	seg_unlock(&seg->attach_lock);
 out:
 	pthread_mutex_unlock(&files_lock);
@@ -1224,7 +1233,23 @@ void segment_atfork_child(void)
 	pthread_mutex_unlock(&files_lock);
 }
 
-/* Give back, in one segment, the slots that name this process. */
+/* The segments counted by place (segment_recount): our own hints'. */
+static struct {
+	uint64_t key[HINTS_MAX], n[HINTS_MAX];
+	int keys;
+} counted;
+
+static void count_in(uint64_t key)
+{
+	int i;
+
+	for (i = 0; i < counted.keys; i++)
+		if (counted.key[i] == key)
+			counted.n[i]++;
+}
+
+/* Give back, in one segment, the slots that name this process; count it
+ * in its place. */
 static void reclaim_self_in(const char *path)
 {
 	struct dioshim_seg *seg = seg_open_locked(path);
@@ -1232,12 +1257,66 @@ static void reclaim_self_in(const char *path)
 
 	if (!seg)
 		return;
+	count_in(seg->hint_key);
 	n = seg_slots(seg);
 	for (i = 0; i < n; i++)
 		if (owner_is_self(&seg->slot[i].owner))
 			slot_release(seg, i);
 	image_gone(seg);
 	seg_close_locked(seg);
+}
+
+static void count_one(const char *path)
+{
+	struct seg_peek p;
+
+	if (segment_peek(path, &p))
+		count_in(p.hint_key);
+}
+
+static uint64_t recount_key(uint64_t key)
+{
+	counted.keys = 1;
+	counted.key[0] = key;
+	counted.n[0] = 0;
+	segment_scan(count_one);
+	return counted.n[0];
+}
+
+/* After a scan that counted our places' segments (counted): a place
+ * whose hint counts more than it has is counted anew, under the count's
+ * lock (a hint that over-counts, left by a process killed in a window,
+ * sends every call of every process of its place down the slow path). */
+static void recount_places(void)
+{
+	uint64_t keys[HINTS_MAX], live[HINTS_MAX], seen[HINTS_MAX];
+	int i, j, n = hint_mine(keys, live, HINTS_MAX);
+
+	for (i = 0; i < n; i++) {
+		seen[i] = 0;
+		for (j = 0; j < counted.keys; j++)
+			if (counted.key[j] == keys[i])
+				seen[i] = counted.n[j];
+	}
+	for (i = 0; i < n; i++)
+		if (live[i] > seen[i])
+			hint_recount(keys[i], recount_key);
+}
+
+/* Set up counted for our own places, before a scan. */
+static void count_start(void)
+{
+	uint64_t live[HINTS_MAX];
+
+	counted.keys = hint_mine(counted.key, live, HINTS_MAX);
+	memset(counted.n, 0, sizeof(counted.n));
+}
+
+void segment_recount(void)
+{
+	count_start();
+	segment_scan(count_one);
+	recount_places();
 }
 
 /*
@@ -1254,7 +1333,9 @@ void segment_reclaim_self(void)
 	 * one load of the hint. */
 	if (!hint_maybe_live())
 		return;
+	count_start();
 	segment_scan(reclaim_self_in);
+	recount_places();
 }
 
 /* ---- the dioshim command: gc and users -------------------------------- */

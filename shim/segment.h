@@ -275,6 +275,10 @@ struct seg_peek {
 /* False if path is not a segment of this layout that we may read. */
 bool segment_peek(const char *path, struct seg_peek *p);
 
+/* Count the segments of this process's places anew where their hints
+ * count more (dioshim gc; at load, with the reclaim). */
+void segment_recount(void);
+
 /* Processes attached to seg and alive. */
 int segment_live_users(struct dioshim_seg *seg);
 

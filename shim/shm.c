@@ -697,6 +697,17 @@ static struct lifeline {
 	int fd;
 } lifelines[LIFELINES_MAX];
 static int lifeline_n;
+
+/* This process's open windows, by place: our threads share one lock
+ * through one descriptor, which goes when the last of them closes its
+ * window (a place past the table keeps its lock: no recount there while
+ * we live, which costs only the recount).  Under lifeline_lock (hint_window_open). */
+#define WINDOW_PLACES 8
+static struct {
+	uint64_t key;
+	unsigned n;
+} windows[WINDOW_PLACES];
+
 static pthread_mutex_t lifeline_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
@@ -1311,6 +1322,9 @@ void lifeline_forget_inherited(void)
 		sys_close(lifelines[i].fd);
 	lifeline_n = 0;
 	keeps_n = 0;
+	/* The parent's windows are its own (their locks went with the
+	 * descriptors closed above). */
+	memset(windows, 0, sizeof(windows));
 	pthread_mutex_init(&lifeline_lock, NULL);
 	for (i = 0; i < guest_n; i++) {
 		pthread_mutex_lock(&lifeline_lock);
@@ -1398,6 +1412,110 @@ void segment_scan(void (*fn)(const char *))
 	scan_segments(config.shm_dir, true, fn);
 }
 
+
+/* ---- the count of segments: windows and recounts ------------------------ */
+
+static int count_lock(int fd, int cmd, short type)
+{
+	return ofd_lock_byte(fd, DIOSHIM_COUNT_BYTE, cmd, type);
+}
+
+static unsigned *window_count(uint64_t key)
+{
+	int i, free_i = -1;
+
+	for (i = 0; i < WINDOW_PLACES; i++) {
+		if (windows[i].n && windows[i].key == key)
+			return &windows[i].n;
+		if (!windows[i].n && free_i < 0)
+			free_i = i;
+	}
+	if (free_i < 0)
+		return NULL;
+	windows[free_i].key = key;
+	return &windows[free_i].n;
+}
+
+void hint_window_open(uint64_t key)
+{
+	int saved = errno, fd;
+	unsigned *n;
+
+	pthread_mutex_lock(&lifeline_lock);
+	fd = append_fd(key, true);
+	n = window_count(key);
+	/* Waits for a recount under way (a scan of the directory). */
+	if (fd >= 0 && (!n || !*n) &&
+	    SYS_TRY(count_lock(fd, F_OFD_SETLKW, F_RDLCK)))
+		log_once("cannot hold the segment count's window (%s)",
+			 strerror(errno));
+	if (n)
+		++*n;
+	pthread_mutex_unlock(&lifeline_lock);
+	errno = saved;
+}
+
+void hint_window_close(uint64_t key)
+{
+	int saved = errno, fd, i;
+
+	pthread_mutex_lock(&lifeline_lock);
+	fd = append_fd(key, false);
+	for (i = 0; i < WINDOW_PLACES; i++)
+		if (windows[i].n && windows[i].key == key) {
+			if (!--windows[i].n && fd >= 0)
+				count_lock(fd, F_OFD_SETLK, F_UNLCK);
+			break;
+		}
+	pthread_mutex_unlock(&lifeline_lock);
+	errno = saved;
+}
+
+bool hint_recount(uint64_t key, uint64_t (*count)(uint64_t key))
+{
+	char path[PATH_MAX];
+	struct dioshim_hint *h;
+	bool temp, done = false;
+	int fd;
+
+	h = hint_get(key, false, &temp);
+	if (!h)
+		return false;
+	/* A descriptor of our own: a lock through one we share with our
+	 * other threads' windows would only convert theirs. */
+	fd = hint_path(key, path, sizeof(path), false)
+		     ? -1
+		     : sys_openat(AT_FDCWD, path,
+				  O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd >= 0 && !count_lock(fd, F_OFD_SETLK, F_WRLCK)) {
+		uint64_t n = count(key), was = atomic_load(&h->live);
+
+		if (n != was) {
+			log_msg("segments counted anew: %llu, the hint said "
+				"%llu", (unsigned long long)n,
+				(unsigned long long)was);
+			atomic_store(&h->live, n);
+			atomic_fetch_add(&h->gen, 1);
+		}
+		done = true;
+	}
+	if (fd >= 0)
+		sys_close(fd); /* and its lock */
+	hint_put(h, temp);
+	return done;
+}
+
+int hint_mine(uint64_t *keys, uint64_t *live, int max)
+{
+	int i, n = 0;
+
+	if (hints_ready())
+		for (i = 0; i < hint_count && n < max; i++, n++) {
+			keys[n] = hint_keys[i];
+			live[n] = atomic_load(&hint_set[i]->live);
+		}
+	return n;
+}
 
 void shm_atfork_prepare(void)
 {

@@ -93,6 +93,21 @@ uint64_t hint_gen(void);
 /* Count a segment in (delta 1, before creating it) or out (-1, after
  * unlinking it) of the hint of key. */
 void hint_live_add(uint64_t key, int64_t delta);
+/*
+ * Around a change of key's live count and the making or removal of the
+ * segment it counts (hint_live_add(1) before the segment is published,
+ * its unlink before hint_live_add(-1)): live over-counts in between, for
+ * good if the process dies there.  hint_recount counts only while no
+ * such window is open, in any process.
+ */
+void hint_window_open(uint64_t key);
+void hint_window_close(uint64_t key);
+/* key's live count set to count(key) (the segments of key's place), if
+ * no window is open anywhere: true if it was recounted. */
+bool hint_recount(uint64_t key, uint64_t (*count)(uint64_t key));
+/* The keys of this process's own hints (its user's and its groups'),
+ * and what each counts live; how many (at most max). */
+int hint_mine(uint64_t *keys, uint64_t *live, int max);
 /* A segment of key's place was published: the generation moves again
  * (it moved before, when live was counted up), so that a descriptor that
  * looked in between looks once more. */

@@ -120,6 +120,12 @@ struct dioshim_owner {
  * the place's hint: where XFS alone would hand two concurrent ones one
  * offset.  The kernel drops it with its holder. */
 #define DIOSHIM_APPEND_BASE (1ULL << 42)
+/* A place's hint counts its segments (live) before one is made and after
+ * one is removed: between the two it over-counts, and for good if the
+ * process dies there.  Each such window holds an OFD read lock on this
+ * byte of the hint file; a recount takes it for writing, without
+ * waiting, and sets live to the segments it finds. */
+#define DIOSHIM_COUNT_BYTE (1ULL << 43)
 #define DIOSHIM_OWNER_PID_BITS 22
 #define DIOSHIM_OWNER_PID_MASK ((1ULL << DIOSHIM_OWNER_PID_BITS) - 1)
 

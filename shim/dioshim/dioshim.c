@@ -422,6 +422,9 @@ static int gc(void)
 	}
 	gc_rc = 0;
 	segment_scan(gc_one);
+	/* A hint left counting segments that are gone (a process killed
+	 * between counting one and making or removing it). */
+	segment_recount();
 	return gc_rc;
 }
 
