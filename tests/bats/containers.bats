@@ -37,8 +37,24 @@ writer_in_namespace() {
 		-t 2 -n 400 -p "50:$T/ready:$T/go" -l "$T/l" "$F" &
 	BG=$!
 	wait_file "$T/ready"
-	WPID=$(pgrep -n -x t_appender)
+	WPID=$(descendant_named "$BG" t_appender)
 	[ -n "$WPID" ]
+}
+
+# The process called NAME among the descendants of PID (not the newest of
+# that name on the machine: other suites run their own at the same time).
+descendant_named() {
+	local kids=$1 p
+	while [ -n "$kids" ]; do
+		for p in $kids; do
+			if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ]; then
+				echo "$p"
+				return 0
+			fi
+		done
+		kids=$(pgrep -d ' ' -P "${kids// /,}")
+	done
+	return 1
 }
 
 # No zero block, and at least N blocks of records.
