@@ -768,11 +768,14 @@ static struct aop *aop_claim(struct batch *b, struct aring *r,
 			 "file's barrier is unusable): it goes as issued");
 		return NULL;
 	}
+	/* Counted in flight before it claims: a move (move.h) that starts
+	 * meanwhile sees it, and is not made (its data is not ours to write
+	 * again). */
+	aop_pin(a, f);
 	wtx_claim(&a->t, f, fd, kind, off, len,
 		  how | WTX_QUEUED | (h->exact ? WTX_EXACT_HELD : 0));
 	if (a->t.res == RESERVE_EXACT)
 		h->exact = true; /* the kernel extends; phys re-read after */
-	aop_pin(a, f);
 	a->key = key;
 	aop_queue(r, a);
 	return a;
@@ -811,7 +814,7 @@ static struct aop *prepare_write(struct batch *b, struct aring *r, int fd,
 	 * or at completion, and appends claimed meanwhile must not be left
 	 * past a hole). */
 	if (append)
-		tail = atomic_load(&f->seg->tail);
+		tail = tail_of(atomic_load(&f->seg->tail));
 	if (wtx_refused(f, flags & O_DIRECT, append ? tail : off, len,
 			sp->base_or, sp->len_or)) {
 		how |= WTX_REFUSED;

@@ -280,11 +280,18 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
 	 * appends after it. */
 	if (append) {
 		/* Made at the very tail that decided it (wtx_claim). */
-		off = atomic_load(&f->seg->tail);
+		off = tail_of(atomic_load(&f->seg->tail));
 		write_sure(f, atomic_load(&o->flags), r, off, len, &refused);
 	}
-	wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
-		  WTX_REENTRANT | (refused ? WTX_REFUSED : 0));
+	if (wtx_claim(&t, f, r->fd, append ? WTX_APPEND : WTX_AT, off, len,
+		      WTX_REENTRANT | (refused ? WTX_REFUSED : 0)) ==
+	    WTX_MOVING) {
+		/* The appends move over a failed one (move.h): this one
+		 * can neither wait for its turn nor be written again.
+		 * Nothing is written: the program may try again. */
+		errno = EINTR;
+		return -1;
+	}
 	ret = append ? real_write_at(r, t.off) : real_write_call(r);
 	err = errno;
 	wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
@@ -417,6 +424,34 @@ static bool reclaim(uint64_t dev)
 	return cut;
 }
 
+static bool req_clip(const struct io_req *r, uint64_t n, struct io_req *out,
+		     struct iovec *v, int vmax);
+
+/* An append's data written again at off (move.h): len bytes of the
+ * program's buffers, under the extent lock of their new range. */
+struct again {
+	struct shim_file *f;
+	const struct io_req *r;
+};
+
+static int64_t write_again(void *arg, uint64_t off, uint64_t len)
+{
+	struct again *a = arg;
+	struct iovec v[64];
+	struct io_req cut;
+	struct rangelock rl;
+	ssize_t n;
+
+	if (!req_clip(a->r, len, &cut, v, 64))
+		return -EINVAL;
+	rangelock_write(a->f, off, len, &rl);
+	n = real_write_at(&cut, off);
+	if (n < 0)
+		n = -errno;
+	rangelock_write_done(a->f, &rl);
+	return n;
+}
+
 static ssize_t write_once(struct ofd *o, const struct io_req *r,
 			  bool reentrant)
 {
@@ -434,6 +469,8 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 	struct dioshim_shard *sh;
 	struct rangelock rl;
 	uint64_t len, off = 0;
+	struct again again;
+	struct move_writer mover = { write_again, &again };
 	struct guard g;
 	struct wtx t;
 	ssize_t ret;
@@ -496,6 +533,7 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 		inflight_exit(sh);
 		ret = append_alone(o, f, r, positional, len, &err);
 		goto out_unlock;
+	case WTX_MOVING: /* (only from a signal handler) */
 	case WTX_GO:
 		break;
 	}
@@ -513,9 +551,20 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 		stat_add(&sh->writes, 1);
 		stat_add(&sh->bytes, (uint64_t)ret);
 	}
-	if (append)
+	if (append) {
 		stat_add(&sh->appends, 1);
+		/* Should an append before it fail, it is written again
+		 * lower (move.h). */
+		again = (struct again){ f, r };
+		t.mover = &mover;
+	}
 	st = wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
+	if (t.result != (ret < 0 ? -err : ret)) {
+		/* A move made it succeed at its second try, or failed it
+		 * (its data could not be written again where it moved). */
+		ret = t.result < 0 ? -1 : (ssize_t)t.result;
+		err = t.result < 0 ? (int)-t.result : err;
+	}
 	if (st & WTX_MOVED)
 		stat_add(&sh->extends, 1);
 	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))

@@ -71,6 +71,9 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 	struct recover_report rep = { .outcome = RECOVER_NO_RECORD };
 	struct stat st;
 
+	/* A move of appends (move.h) its writers left: over, whatever its
+	 * words say (the tail is set anew below, its closed bit gone). */
+	memset((void *)&seg->move, 0, sizeof(seg->move));
 	/* Exact (a guest wrote it): nothing was reserved, the words are
 	 * stale, the kernel's size is the file's. */
 	if (!atomic_load(&seg->exact)) {

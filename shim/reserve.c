@@ -19,6 +19,7 @@
 #include "config.h"
 #include "inflight.h"
 #include "log.h"
+#include "move.h"
 #include "prefill.h"
 #include "recover.h"
 #include "space.h"
@@ -139,6 +140,24 @@ static uint64_t undo_failed_reserve(struct shim_file *f, int fd,
 	return keep;
 }
 
+/* The eof a record written now names: the one the last sync made
+ * durable, not the current one — appends not yet synced may not survive
+ * a crash, and recovery must not keep their size without their data
+ * (what survives of them, it keeps as data) — nor below what a sync in
+ * progress has just recorded for itself (record_refresh, before its
+ * kernel sync): replacing its record with an older eof would let that
+ * sync make the older one durable. */
+static uint64_t record_eof(struct dioshim_seg *seg)
+{
+	uint64_t eof = atomic_load(&seg->synced_eof);
+
+	if (eof < atomic_load(&seg->recorded_eof))
+		eof = atomic_load(&seg->recorded_eof);
+	if (eof > atomic_load(&seg->eof))
+		eof = atomic_load(&seg->eof);
+	return eof;
+}
+
 /*
  * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
  * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
@@ -232,18 +251,8 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	}
 	/* The record goes first, so the journal commits it no later than the
 	 * size it describes; no record, no reservation: a crash could leave
-	 * a tail that recovery would not know to cut.  It names the eof the
-	 * last sync made durable, not the current one: appends not yet synced
-	 * may not survive a crash, and recovery must not keep their size
-	 * without their data (what survives of them, it keeps as data). */
-	eof = atomic_load(&seg->synced_eof);
-	/* Nor below what a sync in progress has just recorded for itself
-	 * (record_refresh, before its kernel sync): replacing its record
-	 * with an older eof would let that sync make the older one durable. */
-	if (eof < atomic_load(&seg->recorded_eof))
-		eof = atomic_load(&seg->recorded_eof);
-	if (eof > atomic_load(&seg->eof))
-		eof = atomic_load(&seg->eof);
+	 * a tail that recovery would not know to cut. */
+	eof = record_eof(seg);
 	if (!record_write(fd, eof, new_phys)) {
 		if (errno == EOPNOTSUPP || errno == ENOTSUP) {
 			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
@@ -335,6 +344,13 @@ enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
 
 	for (;;) {
 		t = atomic_load_explicit(&seg->tail, memory_order_relaxed);
+		/* Appends move (move.h): none claims until they are done. */
+		if (t & DIOSHIM_TAIL_CLOSED) {
+			if (nowait)
+				break;
+			move_wait(f, fd);
+			continue;
+		}
 		if (t + len > atomic_load_explicit(&seg->phys,
 						   memory_order_acquire))
 			break;
@@ -344,15 +360,24 @@ enum reserve_result append_claim(struct shim_file *f, int fd, uint64_t len,
 		}
 	}
 	if (nowait) {
-		*off = t;
+		*off = tail_of(t);
 		return RESERVE_WOULD_BLOCK;
 	}
 	if (!held && !ext_lock_extend(seg, &recovered)) {
-		*off = atomic_fetch_add(&seg->tail, len);
+		/* (No lock, no move: none starts without one of ours
+		 * waiting in it, and none is under way here.) */
+		*off = tail_of(atomic_fetch_add(&seg->tail, len));
 		return RESERVE_UNLOCKED;
 	}
 	for (;;) {
 		t = atomic_load(&seg->tail);
+		if (t & DIOSHIM_TAIL_CLOSED) {
+			/* A move waits for nothing we hold: its appends
+			 * claimed before it, none past phys without ext_lock
+			 * but ours (a batch's, held through it). */
+			move_wait(f, fd);
+			continue;
+		}
 		res = reserve_locked(f, fd, t, t + len, recovered);
 		recovered = false;
 		/* Claimers inside the reservation may have moved the tail
@@ -529,6 +554,34 @@ bool record_refresh(struct shim_file *f, int fd)
 	return ok;
 }
 
+void reserve_after_move(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t phys, rec;
+	struct stat st;
+	bool recovered;
+
+	if (!seg_lock(&seg->ext_lock, &recovered))
+		return;
+	if (!sys_fstat(fd, &st) && (uint64_t)st.st_size > atomic_load(&seg->phys))
+		atomic_store_explicit(&seg->phys, (uint64_t)st.st_size,
+				      memory_order_release);
+	phys = atomic_load(&seg->phys);
+	if (phys > atomic_load(&seg->eof) &&
+	    atomic_load(&seg->recorded_phys) != phys) {
+		rec = record_eof(seg);
+		if (record_write(fd, rec, phys)) {
+			atomic_store(&seg->recorded_eof, rec);
+			atomic_store(&seg->recorded_phys, phys);
+		} else {
+			log_once("cannot record eof after moving appends (%s)",
+				 strerror(errno));
+		}
+	}
+	reserve_charge(seg);
+	seg_unlock(&seg->ext_lock);
+}
+
 void sync_done(struct dioshim_seg *seg, bool reserved)
 {
 	if (reserved || reserve_standing(seg))
@@ -591,8 +644,6 @@ void reserve_resync(struct shim_file *f, int fd)
  * cover that append's range before its completion is seen; without it,
  * every appender of the file would hang for as long.
  */
-#define APPEND_WAIT_NS 2000000000ull
-#define APPEND_GIVE_UP_NS 120000000000ull
 
 void (*publish_poll)(void);
 #define DONE_FILLING UINT64_MAX /* a done entry being filled in */
@@ -735,8 +786,28 @@ static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
 	       *waited > APPEND_GIVE_UP_NS;
 }
 
-bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
-			  uint64_t end)
+bool eof_publish_at(struct dioshim_seg *seg, uint64_t off, uint64_t end)
+{
+	bool moved = advance_from(seg, off, end);
+
+	drain_done(seg);
+	return moved;
+}
+
+void eof_wake(struct dioshim_seg *seg)
+{
+	atomic_fetch_add(&seg->publish_seq, 1);
+	syscall(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX, NULL,
+		NULL, 0);
+}
+
+bool publish_blocked(struct dioshim_seg *seg)
+{
+	return dead_writer_in_flight(seg) || !live_writer_working(seg);
+}
+
+int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
+			 uint64_t end)
 {
 	struct timespec t0, slice = { 0, 10000000 };
 	struct dioshim_done *mine = NULL;
@@ -759,6 +830,19 @@ bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 		if (atomic_load_explicit(&seg->eof, memory_order_acquire) >=
 		    end)
 			break;
+		/* An append below failed and the appends move (move.h):
+		 * this one publishes lower, through the move, its range
+		 * taken back (eof has not reached it: a void holds it). */
+		if (move_covers(seg, off)) {
+			uint64_t want = end;
+
+			if (!mine || atomic_compare_exchange_strong(
+					     &mine->end, &want, 0)) {
+				if (waiting)
+					atomic_fetch_sub(waiting, 1);
+				return PUBLISH_MOVE;
+			}
+		}
 		/* eof reached off and nobody carried it on: our own range,
 		 * if we can take it back, or if it never got in the ring. */
 		if (atomic_load(&seg->eof) >= off) {

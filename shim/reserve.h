@@ -179,12 +179,34 @@ static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
 /*
  * eof = end for an append that wrote [off, end) (the range it claimed
  * from the tail), once every append before it is done: a size never
- * covers an append still in flight.  Returns when eof covers [off, end).
- * True if this call moved eof.  slot: the caller's (-1: none), where it
+ * covers an append still in flight.  Returns when eof covers [off, end):
+ * 1 if this call moved eof, 0 if not; PUBLISH_MOVE if the appends of
+ * the file move meanwhile (move.h): its range was taken back, not
+ * published.  slot: the caller's (-1: none), where it
  * is counted as waiting, not working, while it waits.
  */
-bool eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
-			  uint64_t end);
+#define PUBLISH_MOVE (-1) /* a move took it (move.h): publish there */
+int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
+			 uint64_t end);
+
+/* eof from off (reached) on to end, and over the done ranges it meets;
+ * true if it moved. */
+bool eof_publish_at(struct dioshim_seg *seg, uint64_t off, uint64_t end);
+
+/* Wake whoever waits for eof to move (its waiting rules changed). */
+void eof_wake(struct dioshim_seg *seg);
+
+/* A waiter of eof stops waiting for the writers before it when, every
+ * APPEND_WAIT_NS, it finds them gone (publish_blocked: a dead process
+ * with writes counted in flight, or no live writer working on anything
+ * but waiting), or after APPEND_GIVE_UP_NS in all. */
+#define APPEND_WAIT_NS 2000000000ull
+#define APPEND_GIVE_UP_NS 120000000000ull
+bool publish_blocked(struct dioshim_seg *seg);
+
+/* Appends moved down over failed ones (move.h), maybe past phys (exact
+ * ones): phys follows the kernel's size, and the record with it. */
+void reserve_after_move(struct shim_file *f, int fd);
 
 /*
  * An append that claimed [off, end) from the tail wrote [off, done): give

@@ -80,7 +80,8 @@ static bool seg_header_ok(const struct dioshim_seg *seg, uint64_t dev,
 	    (seg->blksize & (seg->blksize - 1)))
 		return false;
 	eof = atomic_load(&seg->eof);
-	tail = atomic_load(&seg->tail);
+	/* (without the bit that says the appends move: move.h) */
+	tail = atomic_load(&seg->tail) & ~DIOSHIM_TAIL_CLOSED;
 	phys = atomic_load(&seg->phys);
 	return eof <= phys && eof <= tail && phys <= (uint64_t)INT64_MAX &&
 	       tail <= (uint64_t)INT64_MAX &&

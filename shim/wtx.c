@@ -60,8 +60,17 @@ static enum wtx_claimed claim_append(struct wtx *t, int fd, uint64_t len)
 	if (t->how & WTX_REENTRANT) {
 		/* No lock: the offset from the tail all the same (an append
 		 * at the kernel's size would land past the reserved tail and
-		 * be cut with it); past the reservation the kernel extends. */
-		t->off = atomic_fetch_add(&seg->tail, len);
+		 * be cut with it); past the reservation the kernel extends.
+		 * Not while the appends move (move.h): one made here could
+		 * neither wait for its turn nor be written again. */
+		uint64_t cur = atomic_load(&seg->tail);
+
+		do {
+			if (cur & DIOSHIM_TAIL_CLOSED)
+				return WTX_MOVING;
+		} while (!atomic_compare_exchange_weak(&seg->tail, &cur,
+						       cur + len));
+		t->off = cur;
 		t->end = t->off + len;
 		return WTX_GO;
 	}
@@ -95,6 +104,7 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 	t->how = how;
 	t->held_from = UINT64_MAX;
 	t->res = RESERVE_OK;
+	t->mover = NULL;
 	t->epoch = atomic_load(&seg->epoch);
 	if (how & WTX_QUEUED)
 		file_engage(seg); /* a queue: writes in flight beside it */
@@ -153,6 +163,7 @@ void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 	t->f = f;
 	t->kind = WTX_APPEND;
 	t->how = 0;
+	t->mover = NULL;
 	t->held_from = UINT64_MAX;
 	t->res = locked ? RESERVE_EXACT : RESERVE_UNLOCKED;
 	t->epoch = atomic_load(&seg->epoch);
@@ -176,18 +187,51 @@ static uint64_t grown_anyway(const struct wtx *t, int fd)
 	return (uint64_t)st.st_size < t->end ? (uint64_t)st.st_size : t->end;
 }
 
+/*
+ * An append made by a call whose range could not be given back (claims
+ * stand past it): it failed, or came up short.  Rather than leave a hole
+ * inside the data, the appends move (move.h).  True if this one takes
+ * part in a move; else reach, as append_give_back left it.
+ */
+static bool append_failed(struct wtx *t, int fd, uint64_t done,
+			  uint64_t *reach)
+{
+	struct dioshim_seg *seg = t->f->seg;
+
+	if (!t->mover || (t->how & (WTX_QUEUED | WTX_REENTRANT)))
+		return false;
+	for (;;) {
+		switch (move_join(t->f, fd, t->end)) {
+		case MOVE_JOINED:
+			return true;
+		case MOVE_GIVE_BACK:
+			/* The claims past it went meanwhile. */
+			*reach = append_give_back(seg, t->off, t->end, done);
+			if (*reach < t->end)
+				return false;
+			continue;
+		case MOVE_NONE:
+			return false;
+		}
+	}
+}
+
 int wtx_settle(struct wtx *t, int fd, int64_t res)
 {
 	struct dioshim_seg *seg = t->f->seg;
 	uint64_t done = t->off + (res > 0 ? (uint64_t)res : 0), reach;
-	bool moved = false;
+	bool moved = false, moving = false;
+	int r;
 
+	t->result = res;
 	if ((t->how & WTX_QUEUED) && atomic_load(&seg->epoch) != t->epoch)
 		return 0; /* a size change came after it: it decided */
 	switch (t->kind) {
 	case WTX_APPEND:
 		/* (an exact append, under ext_lock, always gives back) */
 		reach = append_give_back(seg, t->off, t->end, done);
+		if (reach == t->end && done < t->end)
+			moving = append_failed(t, fd, done, &reach);
 		break;
 	case WTX_GROW:
 		reach = res >= 0 ? t->end : grown_anyway(t, fd);
@@ -221,7 +265,7 @@ int wtx_settle(struct wtx *t, int fd, int64_t res)
 	if (t->res == RESERVE_EXACT &&
 	    !(t->how & (WTX_QUEUED | WTX_EXACT_HELD)))
 		reserve_exact_done(t->f, fd);
-	if (reach <= t->off)
+	if (reach <= t->off && !moving)
 		return 0;
 	if (t->kind != WTX_APPEND || (t->how & WTX_REENTRANT)) {
 		/* A re-entrant append moves the size without waiting for
@@ -240,7 +284,17 @@ int wtx_settle(struct wtx *t, int fd, int64_t res)
 		if (!eof_publish_async(seg, t->off, reach))
 			return WTX_DEFERRED;
 	} else {
-		moved = eof_publish_in_order(seg, t->f->slot, t->off, reach);
+		r = moving ? PUBLISH_MOVE
+			   : eof_publish_in_order(seg, t->f->slot, t->off,
+						  reach);
+		/* An append before this one failed (or this one did): it
+		 * publishes where the move takes it (t->off). */
+		if (r == PUBLISH_MOVE) {
+			t->result = move_publish(t->f, fd, t->off, t->end,
+						 res, t->mover, &t->off);
+			r = t->result > 0;
+		}
+		moved = r > 0;
 	}
 	return moved ? WTX_MOVED : 0;
 }

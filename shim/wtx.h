@@ -32,6 +32,7 @@
 #ifndef DIOSHIM_WTX_H
 #define DIOSHIM_WTX_H
 
+#include "move.h"
 #include "reserve.h"
 
 #include <stdint.h>
@@ -55,13 +56,21 @@ enum wtx_kind {
 
 struct wtx {
 	struct shim_file *f;
-	uint64_t off, end; /* the range claimed */
+	uint64_t off, end; /* the range claimed; off: where it ended up */
 	uint64_t epoch; /* seg->epoch at the claim */
 	uint64_t held_from; /* the tail before an AT write held its range
 			     * (== end: nothing held) */
 	enum wtx_kind kind;
 	enum reserve_result res; /* RESERVE_EXACT: ext_lock held */
 	unsigned how;
+	/* An append made by a call: how to write its data again, lower,
+	 * should an append before it fail (move.h); NULL: it cannot be
+	 * (queued, from a signal handler). */
+	const struct move_writer *mover;
+	/* The kernel's answer as the program gets it (wtx_settle): a move
+	 * may make a failed append succeed, or fail one it could not write
+	 * again. */
+	int64_t result;
 };
 
 /* The alignment a direct write's offset and length need on f, and its
@@ -100,6 +109,8 @@ enum wtx_claimed {
 	WTX_AGAIN, /* RWF_NOWAIT would wait: EAGAIN, nothing claimed */
 	WTX_ALONE, /* an append the kernel will refuse at this tail:
 		    * nothing claimed, it must go alone */
+	WTX_MOVING, /* (from a signal handler) the file's appends move
+		     * (move.h): nothing claimed */
 };
 
 /*

@@ -35,14 +35,14 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 6u
+#define DIOSHIM_LAYOUT_VERSION 7u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
 /* One hint per layout version (bumped with it): a process of another
  * version that finds the name never takes the hint for broken, which
  * would cost it a look for segments at every call. */
-#define DIOSHIM_HINT_PREFIX "dioshim-hint6."
+#define DIOSHIM_HINT_PREFIX "dioshim-hint7."
 /* a group's directory: segments of its group-writable files, its hint */
 #define DIOSHIM_GROUP_PREFIX "dioshim-g"
 
@@ -60,6 +60,10 @@
 #define DIOSHIM_BUDGETS 16 /* filesystems a place's disk budget knows */
 #define DIOSHIM_BUDGET_USED (1ULL << 63)
 #define DIOSHIM_LOCKLESS 32 /* counts of guests' lockless appends */
+#define DIOSHIM_VOIDS 16 /* appends that failed in one move */
+/* In dioshim_seg.tail: a move is under way (struct dioshim_move); no
+ * append claims until it ends.  Every size is below it (INT64_MAX). */
+#define DIOSHIM_TAIL_CLOSED (1ULL << 63)
 
 /* Segment state: written by the creator and by the last detacher only. */
 enum dioshim_seg_state {
@@ -356,6 +360,39 @@ struct dioshim_seg {
 		int32_t fh_type;
 		unsigned char fh[56];
 	} handle __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+	/*
+	 * Appends moved over ones that failed.  The kernel appends one at a
+	 * time, so an append it refuses leaves nothing behind it; appends
+	 * claimed in parallel past one that failed (their offsets taken,
+	 * their data perhaps written, none published: a size covers only
+	 * appends done before it) are made again lower, by the length of
+	 * the failed ones below them — each by its own writer, in offset
+	 * order, when eof reaches its new offset (its turn).  While a move
+	 * is under way the tail is closed (DIOSHIM_TAIL_CLOSED): it covers
+	 * the claims below end, and no append claims until it is over.
+	 * Queued writes in flight forbid a move: their data is not the
+	 * shim's to write again.  Written under the move's protocol
+	 * (move.c); state and seq are futex words.
+	 */
+	struct dioshim_move {
+		DIOSHIM_ATOMIC(uint32_t) state; /* MOVE_* (move.h) */
+		DIOSHIM_ATOMIC(uint32_t) seq; /* bumped by every change */
+		DIOSHIM_ATOMIC(uint64_t) end; /* the tail it closed at */
+		DIOSHIM_ATOMIC(uint32_t) nvoids; /* voids[] taken */
+		uint32_t pad;
+		/* who is starting or closing it (MOVE_STARTING, _CLOSING):
+		 * one that died there is taken over */
+		struct dioshim_owner owner;
+		uint64_t pad2[3];
+		/* [off, end) in the offsets the appends claimed: ranges
+		 * that hold nothing (a failed append; one whose writer
+		 * died); end 0 while it is being written */
+		struct dioshim_void {
+			DIOSHIM_ATOMIC(uint64_t) off;
+			DIOSHIM_ATOMIC(uint64_t) end;
+		} voids[DIOSHIM_VOIDS];
+	} move __attribute__((aligned(DIOSHIM_CACHELINE)));
 
 	/* Page-aligned: only the pages below slots_hi are backed. */
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS] __attribute__((aligned(4096)));

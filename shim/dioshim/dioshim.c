@@ -175,7 +175,8 @@ static int status(char **files)
 		       "mode %s\n",
 		       *files, (unsigned long long)atomic_load(&seg->eof),
 		       (unsigned long long)atomic_load(&seg->phys),
-		       (unsigned long long)atomic_load(&seg->tail),
+		       (unsigned long long)(atomic_load(&seg->tail) &
+					    ~DIOSHIM_TAIL_CLOSED),
 		       (long long)st.st_size,
 		       (unsigned long long)atomic_load(&seg->recorded_eof),
 		       (unsigned long long)atomic_load(&seg->recorded_phys),

@@ -101,3 +101,74 @@ each_n_alike() {
 	echo "live after the next process: $(od -An -tu8 -j64 -N8 "$hint")"
 	[ "$(od -An -tu8 -j64 -N8 "$hint" | tr -d ' ')" -eq 0 ]
 }
+
+# ---- an append that fails among appends in parallel (issue 28, case 6) --
+
+# No zero block in FILE, and its size ends at its last block.
+no_hole() {
+	local blocks zeros
+	blocks=$(noshim "$HELPERS/t_blocks" "$1" | wc -l)
+	zeros=$(noshim "$HELPERS/t_blocks" "$1" | grep -c '^00$' || true)
+	echo "$1: blocks=$blocks zeros=$zeros size=$(real_size "$1")"
+	[ "$zeros" -eq 0 ] && [ "$(real_size "$1")" -eq $((blocks * 4096)) ]
+}
+
+@test "appends the kernel refuses in a way nobody foresees (an aligned buffer not mapped: EFAULT) among another thread's appends: every record, no zero block, size exact, as with the kernel alone" {
+	local side
+	for side in noshim shim; do
+		run $side "$HELPERS/badappend" 2000 "$T/l.$side" "$D/b.$side" \
+			unmapped
+		echo "$side: $output"
+		[ "$status" -eq 0 ]
+		run noshim "$HELPERS/t_verify" -S $((2000 * 4096)) \
+			"$D/b.$side" "$T/l.$side"
+		echo "$output"
+		[ "$status" -eq 0 ]
+	done
+	assert_no_segment "$D/b.shim"
+}
+
+@test "4 threads appending, each one's Nth write failing (EIO; EINTR, the program retrying): every acknowledged record once, no zero block, the size at the data" {
+	local e n retry
+	for e in EIO EINTR; do
+		retry=
+		[ "$e" = EINTR ] && retry=-R
+		for n in 50 150; do
+			# The kernel alone (its write fails): no hole either.
+			injected noshim "write:error=$e:when=$n" \
+				"$HELPERS/t_appender" -t 4 -n 300 $retry \
+				-l "$T/k.$e.$n" "$D/k.$e.$n" >/dev/null 2>&1 || true
+			no_hole "$D/k.$e.$n"
+			# Under the shim its pwritev2 fails.
+			injected shim "pwritev2:error=$e:when=$n" \
+				"$HELPERS/t_appender" -t 4 -n 300 $retry \
+				-l "$T/s.$e.$n" "$D/s.$e.$n" >/dev/null 2>&1 || true
+			run noshim "$HELPERS/t_verify" "$D/s.$e.$n" "$T/s.$e.$n"
+			echo "shim, $e at $n: $output"
+			[ "$status" -eq 0 ]
+			no_hole "$D/s.$e.$n"
+			assert_no_segment "$D/s.$e.$n"
+		done
+	done
+}
+
+@test "kill -9 of a process whose appends move over failed ones: the next writer neither hangs nor leaves a hole after its data" {
+	local i
+	for i in 1 2 3; do
+		"$DIOSHIM" "$HELPERS/badappend" 100000 "$T/l.$i" "$D/m" \
+			unmapped >/dev/null 2>&1 &
+		sleep 0.$((i + 2))
+		kill -9 $! 2>/dev/null || true
+		wait $! 2>/dev/null || true
+	done
+	run "$DIOSHIM" recover "$D/m"
+	echo "$output"
+	off=$(real_size "$D/m")
+	run shim "$HELPERS/t_appender" -t 4 -n 200 -l "$T/l.after" "$D/m"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	run noshim "$HELPERS/t_verify" -o "$off" "$D/m" "$T/l.after"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	assert_no_segment "$D/m"
+}

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * badappend N LOG FILE [write|aio|uring|signal]: one thread appends N
- * good 4 KiB records to FILE (O_APPEND|O_DIRECT, a descriptor of its own)
- * while another appends through a misaligned buffer, which the kernel
- * refuses (EINVAL), until the first is done: by write(2) (the default),
+ * badappend N LOG FILE [write|aio|uring|signal|unmapped]: one thread
+ * appends N good 4 KiB records to FILE (O_APPEND|O_DIRECT, a descriptor
+ * of its own) while another appends through a misaligned buffer, which
+ * the kernel refuses (EINVAL), until the first is done: by write(2) (the
+ * default), through an aligned buffer that is not mapped (unmapped: the
+ * kernel refuses it with EFAULT, which the shim cannot foresee),
  * queued through libaio or io_uring (refused at submission or at
  * completion), or from a signal handler that a timer runs every 50 us in
  * a thread busy reading the file (interrupting the shim there).  Writes
@@ -24,6 +26,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -38,7 +41,7 @@ static char *bad_buf; /* misaligned: direct I/O refuses it */
 
 static void count(long res)
 {
-	if (res == -EINVAL)
+	if (res == -EINVAL || res == -EFAULT)
 		atomic_fetch_add(&refused, 1);
 	else
 		atomic_fetch_add(&other, 1);
@@ -136,6 +139,14 @@ static void *bad_thread(void *arg)
 	}
 	bad_buf = raw + 1;
 	memset(raw, 'z', 2 * BS);
+	if (!strcmp(mode, "unmapped")) {
+		bad_buf = mmap(NULL, BS, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (bad_buf == MAP_FAILED) {
+			atomic_fetch_add(&other, 1);
+			return NULL;
+		}
+	}
 	if (!strcmp(mode, "signal"))
 		bad_signal();
 	while (!atomic_load(&done)) {

@@ -24,6 +24,8 @@
  *     -T N        a thread of this process ftruncates N times, alternately
  *                 down to half the size and up by 16 records
  *     -e          ENOSPC, EDQUOT or EFBIG ends a thread quietly
+ *     -R          a write that fails with EINTR is made again (as a log
+ *                 appender retrying an interrupted call would)
  *
  * Log lines: "R writer seq off sa fb" for a record (sa: truncates finished
  * before its write started; fb: truncates started before it returned) and
@@ -61,7 +63,7 @@ static int threads = 4, inherited = -1, truncs;
 static uint64_t per_thread = 1000, ready_at, pause_at, after_mark = ~0ull;
 static uint32_t base;
 static size_t bs = 4096;
-static bool direct = true, do_trunc, quiet_full;
+static bool direct = true, do_trunc, quiet_full, retry_eintr;
 
 static _Atomic uint64_t tickets, acked;
 static _Atomic int resumed, writers_left;
@@ -124,7 +126,9 @@ static void *work(void *arg)
 				nap_ms(1);
 		rec_stamp(buf, bs, w->id, seq);
 		rc->sa = started_count();
-		r = write(w->fd, buf, bs);
+		do
+			r = write(w->fd, buf, bs);
+		while (r < 0 && errno == EINTR && retry_eintr);
 		rc->fb = begun_count();
 		if (r != (ssize_t)bs) {
 			int e = errno;
@@ -230,7 +234,7 @@ int main(int argc, char **argv)
 	uint64_t total = 0;
 	FILE *log;
 
-	while ((c = getopt(argc, argv, "t:n:b:w:cBF:l:s:r:p:m:k:T:e")) != -1) {
+	while ((c = getopt(argc, argv, "t:n:b:w:cBF:l:s:r:p:m:k:T:eR")) != -1) {
 		switch (c) {
 		case 't': threads = atoi(optarg); break;
 		case 'n': per_thread = strtoull(optarg, NULL, 0); break;
@@ -260,6 +264,7 @@ int main(int argc, char **argv)
 		case 'k': after_mark = strtoull(optarg, NULL, 0); break;
 		case 'T': truncs = atoi(optarg); break;
 		case 'e': quiet_full = true; break;
+		case 'R': retry_eintr = true; break;
 		default: usage();
 		}
 	}
