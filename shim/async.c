@@ -670,7 +670,9 @@ static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 	return h;
 }
 
-static void batch_end(struct batch *b)
+/* Let go of the files the batch holds (their ext_lock, for exact
+ * writes, and their count in flight). */
+static void batch_release(struct batch *b)
 {
 	int i;
 
@@ -679,6 +681,12 @@ static void batch_end(struct batch *b)
 			reserve_exact_done(b->h[i].f, b->h[i].fd);
 		inflight_exit(b->h[i].sh);
 	}
+	b->n = 0;
+}
+
+static void batch_end(struct batch *b)
+{
+	batch_release(b);
 	if (b->spare) {
 		pthread_mutex_lock(&async_lock);
 		spare_put(b->spare);
@@ -1269,6 +1277,16 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 		batch_end(&b);
 		return (int)(take << 16 | ret);
 	}
+	/* Taken in part.  The appends the kernel did not take give their
+	 * ranges back first, the last first, while the batch still holds the
+	 * ext_lock of the exact ones (nobody claims past them meanwhile);
+	 * then the batch lets go of the files, and only then is async_lock
+	 * taken again to undo the rest: another thread preparing under it
+	 * may be waiting for that ext_lock. */
+	for (i = take - 1; i >= (ret > 0 ? ret : 0); i--)
+		if (e[i].op)
+			wtx_unclaim(&e[i].op->t);
+	batch_release(&b);
 	pthread_mutex_lock(&async_lock);
 	/* What the kernel did not take is still the application's alone,
 	 * and unseen by it: give it back as it was, the last first (each
@@ -1330,10 +1348,66 @@ static long aio_readable(long nr, struct iocb **iocbs, bool *any)
 	return nr;
 }
 
+/*
+ * A submission made while this thread runs the shim's own code — from a
+ * signal handler that interrupted it, where a lock the shim holds may be
+ * the one a submission needs — cannot be tracked, and an untracked write
+ * to a served file lands past its reserved tail.  If it has anything for
+ * the shim (a write, a sync or a read of a file the shim may serve, or a
+ * read clamp pending), it is answered as the kernel answers a submission
+ * it has no resources for: EAGAIN, nothing submitted; the program tries
+ * again (outside the handler, or once the shim has let go).  Read without
+ * a lock: the program's arrays through umem, the descriptor table's
+ * entries as they are.
+ */
+/* Whether fd may be a file the shim serves, told from its entry alone
+ * (no lock, no system call): not for one it passes, a quiet one, or one
+ * it never saw while nothing anywhere is served. */
+static bool nested_may_serve(int fd)
+{
+	struct ofd *o = fdtable_peek(fd);
+
+	if (!o)
+		return !hint_surely_dead() || fdtable_guests();
+	return !fdtable_quiet(fd);
+}
+
+static bool aio_nested_refused(long nr, struct iocb **iocbs)
+{
+	struct iocb *ptr[COPY_CHUNK], io;
+	long base, i, n, got;
+
+	if (atomic_load(&read_clamps_n))
+		return true;
+	for (base = 0; base < nr; base += n) {
+		got = iocb_chunk(ptr, iocbs, base, nr, &n);
+		for (i = 0; i < got; i++) {
+			if (umem_read(&io, ptr[i], sizeof(io)) != sizeof(io))
+				return false; /* the kernel stops there */
+			if ((aio_is_write(&io) ||
+			     io.aio_lio_opcode == IO_CMD_FSYNC ||
+			     io.aio_lio_opcode == IO_CMD_FDSYNC ||
+			     io.aio_lio_opcode == IO_CMD_PREAD ||
+			     io.aio_lio_opcode == IO_CMD_PREADV) &&
+			    nested_may_serve(io.aio_fildes))
+				return true;
+		}
+		if (got < n)
+			return false;
+	}
+	return false;
+}
+
 EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 {
 	long done = 0;
 	bool any = false;
+
+	if (nr > 0 && shim_nested() && aio_nested_refused(nr, iocbs)) {
+		log_once("a libaio submission from a signal handler inside "
+			 "the shim: EAGAIN");
+		return -EAGAIN;
+	}
 
 	/* The application's own fields first, whatever follows. */
 	if (nr > 0 && atomic_load_explicit(&aio_marked, memory_order_relaxed) &&
@@ -1867,12 +1941,59 @@ static void uring_after(struct batch *b, bool began)
 	errno = saved;
 }
 
+/*
+ * The ring whose submission this thread is making (inside the real
+ * call): liburing calls its own exported functions for it, which come
+ * back here, on that ring.  A submission on another ring while this
+ * thread runs the shim's own code is a signal handler's (aio_nested_
+ * refused says why it is refused).
+ */
+static __thread const struct io_uring *uring_outer
+	__attribute__((tls_model("initial-exec")));
+
+static bool uring_nested_refused(struct io_uring *ring)
+{
+	unsigned i;
+
+	if (!shim_nested() || ring == uring_outer ||
+	    (ring->flags & IORING_SETUP_SQPOLL))
+		return false;
+	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+		const struct io_uring_sqe *s = uring_sqe(ring, i);
+		uint8_t op = s->opcode;
+
+		if ((uring_is_write(op) || uring_is_read(op) ||
+		     op == IORING_OP_FSYNC || op == IORING_OP_FALLOCATE) &&
+		    ((s->flags & IOSQE_FIXED_FILE) || nested_may_serve(s->fd))) {
+			log_once("an io_uring submission from a signal handler "
+				 "inside the shim: EAGAIN");
+			return true;
+		}
+	}
+	return false;
+}
+
+/* call, made as the ring's own submission (uring_outer). */
+#define URING_CALL(call)                                             \
+	({                                                           \
+		const struct io_uring *outer_ = uring_outer;         \
+		int r_;                                              \
+		uring_outer = ring;                                  \
+		r_ = (call);                                         \
+		uring_outer = outer_;                                \
+		r_;                                                  \
+	})
+
 /* A call that submits and returns at once. */
 #define URING_SUBMIT(call)                                     \
 	do {                                                   \
 		struct batch b_;                               \
-		bool began_ = uring_before(ring, &b_);         \
-		int ret_ = (call);                             \
+		bool began_;                                   \
+		int ret_;                                      \
+		if (uring_nested_refused(ring))                \
+			return -EAGAIN;                        \
+		began_ = uring_before(ring, &b_);              \
+		ret_ = URING_CALL(call);                       \
 		uring_after(&b_, began_);                      \
 		return ret_;                                   \
 	} while (0)
@@ -1887,13 +2008,15 @@ static void uring_after(struct batch *b, bool began)
 	do {                                                         \
 		struct batch b_;                                     \
 		int sub_ = 0, ret_;                                  \
+		if (uring_nested_refused(ring))                      \
+			return -EAGAIN;                              \
 		if (uring_before(ring, &b_)) {                       \
-			sub_ = lazy_io_uring_submit()(ring);         \
+			sub_ = URING_CALL(lazy_io_uring_submit()(ring)); \
 			uring_after(&b_, true);                      \
 			if (sub_ < 0)                                \
 				return sub_;                         \
 		}                                                    \
-		ret_ = (call);                                       \
+		ret_ = URING_CALL(call);                             \
 		uring_after(&b_, false);                             \
 		if ((counts) && sub_ > 0)                            \
 			ret_ = ret_ < 0 ? sub_ : ret_ + sub_;        \

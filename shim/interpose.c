@@ -478,6 +478,14 @@ bool shim_active(void)
 	return shim_on();
 }
 
+bool shim_nested(void)
+{
+	lib_ensure();
+	return io_busy && !config.disable &&
+	       !__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED) &&
+	       !in_vfork_child();
+}
+
 /* Run table bookkeeping with the shim marked busy and errno kept. */
 #define BOOKKEEP(stmt)                          \
 	do {                                    \

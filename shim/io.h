@@ -150,5 +150,9 @@ void io_fix_path_size(const char *path, int dirfd, int at_flags,
  * at all right now. */
 struct ofd *shim_served(int fd);
 bool shim_active(void);
+/* Whether this call came while this thread runs the shim's own code (a
+ * signal handler's, or a library's call back into its own wrapped
+ * functions): it may take none of the shim's locks. */
+bool shim_nested(void);
 
 #endif

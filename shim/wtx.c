@@ -171,6 +171,13 @@ void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 	t->end = t->off + len;
 }
 
+void wtx_unclaim(struct wtx *t)
+{
+	if (t->kind == WTX_APPEND &&
+	    append_give_back(t->f->seg, t->off, t->end, t->off) <= t->off)
+		t->end = t->off;
+}
+
 /*
  * A fallocate the kernel extended (exact) and refused half way: ext4
  * keeps what it allocated by then, and the size with it, as it does for

@@ -133,6 +133,11 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 		     bool locked);
 
+/* A write claimed that will not be made (the kernel did not take it):
+ * an append's range given back now, if nothing was claimed past it (its
+ * settling then has nothing to give back or publish). */
+void wtx_unclaim(struct wtx *t);
+
 /* What wtx_settle did. */
 #define WTX_MOVED 1 /* eof moved */
 #define WTX_DEFERRED 2 /* a queued append's range could not be handed on

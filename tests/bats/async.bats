@@ -266,6 +266,20 @@ uring_waiter_case() {
 	assert_no_segment "$F"
 }
 
+@test "a signal handler submitting its own appends (libaio, io_uring) while its thread is inside the shim's submission: every record acknowledged is there once, no zero block (the handler's are refused with EAGAIN where the shim cannot track them)" {
+	local e
+	for e in aio uring; do
+		run timeout 120 "$DIOSHIM" "$HELPERS/sigsubmit" "$e" 3000 \
+			"$T/l.$e" "$F.$e"
+		echo "$e: status $status: $output"
+		[ "$status" -eq 0 ]
+		run noshim "$HELPERS/t_verify" "$F.$e" "$T/l.$e"
+		echo "$output"
+		[ "$status" -eq 0 ]
+		assert_no_segment "$F.$e"
+	done
+}
+
 @test "a struct io_uring freed without io_uring_queue_exit (a thread's stack), a write of it still unseen, then another ring at its address: no crash, every size as the kernel alone's" {
 	run noshim "$HELPERS/ringgone" "$F.k"
 	[ "$status" -eq 0 ] || skip "$output"
