@@ -130,6 +130,12 @@ struct aop {
 	struct shim_file *f; /* pinned (a reference) until applied */
 	uint64_t key; /* iocb address, or user_data */
 	struct wtx t;
+	/* An io_uring entry's: the entry, its fields before the shim
+	 * rewrote them, and the batch that prepared it (uring_leftovers) */
+	struct io_uring_sqe *sqe;
+	uint64_t app_off;
+	uint32_t app_flags, app_len;
+	uint64_t batch;
 };
 
 enum ring_kind { RING_AIO, RING_URING };
@@ -158,6 +164,10 @@ struct aring {
 	unsigned nops;
 	int *files; /* io_uring registered files: index -> fd, -1 */
 	unsigned nfiles;
+	/* Entries the kernel left queued (it stopped at a refused one:
+	 * no IORING_SETUP_SUBMIT_ALL), their preparation undone: the next
+	 * submission prepares them again, from the kernel's head. */
+	bool leftovers;
 };
 
 /* The kernel's aio ring, mapped at the io_context_t's address
@@ -595,8 +605,11 @@ struct batch {
 	int n, cap;
 	bool full; /* no memory to grow: libaio submits what it has */
 	int saved_errno, busy;
+	uint64_t seq; /* its ops' aop.batch (io_uring) */
 	struct held inl[BATCH_INLINE];
 };
+
+static uint64_t batch_seq; /* under async_lock */
 
 static struct spare *spares[SPARE_CLASSES]; /* under async_lock */
 
@@ -1544,6 +1557,25 @@ static struct io_uring_sqe *uring_sqe(struct io_uring *ring, unsigned i)
 	return &ring->sq.sqes[(i & *ring->sq.kring_mask) << shift];
 }
 
+/*
+ * The first entry a submission's preparation looks at: the kernel's head
+ * when the last submission left entries queued, their preparation undone
+ * (r->leftovers: liburing has handed them to the kernel already, and
+ * submits them again with the new ones), else liburing's.  r NULL: the
+ * calls before the batch, which leave the entries as they are where they
+ * already looked.
+ */
+static unsigned uring_first(struct io_uring *ring, const struct aring *r)
+{
+	unsigned kh = __atomic_load_n(ring->sq.khead, __ATOMIC_ACQUIRE);
+	unsigned behind = ring->sq.sqe_head - kh;
+
+	if ((!r || r->leftovers) && behind &&
+	    behind <= *ring->sq.kring_entries)
+		return kh;
+	return ring->sq.sqe_head;
+}
+
 static bool uring_is_write(uint8_t op)
 {
 	return op == IORING_OP_WRITE || op == IORING_OP_WRITEV ||
@@ -1582,13 +1614,13 @@ static bool uring_any_served(struct io_uring *ring)
 
 	/* A queued write to a lone writer's file: others may follow it
 	 * before it completes (registered files are at registration). */
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, NULL); i != ring->sq.sqe_tail; i++) {
 		const struct io_uring_sqe *s = uring_sqe(ring, i);
 
 		if (uring_is_write(s->opcode) && !(s->flags & IOSQE_FIXED_FILE))
 			fdtable_engage_fd(s->fd);
 	}
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, NULL); i != ring->sq.sqe_tail; i++) {
 		const struct io_uring_sqe *s = uring_sqe(ring, i);
 		uint8_t op = s->opcode;
 
@@ -1605,8 +1637,8 @@ static bool uring_any_served(struct io_uring *ring)
 }
 
 /* A queued fallocate growing the size: like a write with no data. */
-static void prepare_fallocate(struct batch *b, struct aring *r,
-			      struct io_uring_sqe *s, int fd)
+static struct aop *prepare_fallocate(struct batch *b, struct aring *r,
+				     struct io_uring_sqe *s, int fd)
 {
 	struct ofd *o;
 	struct shim_file *f = served_writer(fd, &o);
@@ -1615,18 +1647,19 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
 	struct aop *a;
 
 	if (!f || !len || off > (uint64_t)INT64_MAX - len)
-		return;
+		return NULL;
 	end = off + len;
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		prefill_forget(f, off, len);
-		return;
+		return NULL;
 	}
 	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0 ||
 	    end <= atomic_load(&f->seg->eof))
-		return; /* no size the application sees changes */
+		return NULL; /* no size the application sees changes */
 	a = aop_claim(b, r, f, fd, s->user_data, WTX_GROW, off, len, 0);
 	if (a && a->t.res == RESERVE_OK)
 		s->len |= FALLOC_FL_KEEP_SIZE; /* inside the reservation */
+	return a;
 }
 
 /*
@@ -1636,14 +1669,29 @@ static void prepare_fallocate(struct batch *b, struct aring *r,
  * (IOSQE_CQE_SKIP_SUCCESS) was made by uring_write_skipped, unless it is
  * inside a chain: that one is taken as done at submission.
  */
+/* The op a batch made of entry s, noted with the entry as the program
+ * made it (uring_leftovers puts it back). */
+static void aop_of_sqe(struct aop *a, const struct batch *b,
+		       struct io_uring_sqe *s, uint64_t off, uint32_t flags,
+		       uint32_t len)
+{
+	a->sqe = s;
+	a->app_off = off;
+	a->app_flags = flags;
+	a->app_len = len;
+	a->batch = b->seq;
+}
+
 static void uring_prepare(struct batch *b, struct io_uring *ring,
 			  struct aring *r)
 {
 	bool link = false; /* the entry before was linked to the next */
 	unsigned i;
 
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, r); i != ring->sq.sqe_tail; i++) {
 		struct io_uring_sqe *s = uring_sqe(ring, i);
+		uint64_t app_off = s->off;
+		uint32_t app_flags = s->rw_flags, app_len = s->len;
 		bool linked = link;
 		struct span sp;
 		bool append;
@@ -1660,7 +1708,10 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			continue;
 		}
 		if (s->opcode == IORING_OP_FALLOCATE) {
-			prepare_fallocate(b, r, s, fd);
+			a = prepare_fallocate(b, r, s, fd);
+			if (a)
+				aop_of_sqe(a, b, s, app_off, app_flags,
+					   app_len);
 			continue;
 		}
 		if (uring_is_read(s->opcode)) {
@@ -1681,6 +1732,7 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 				  &append);
 		if (!a)
 			continue;
+		aop_of_sqe(a, b, s, app_off, app_flags, app_len);
 		if (append) {
 			s->off = a->t.off;
 			s->rw_flags = (s->rw_flags & ~RWF_APPEND_) |
@@ -1778,7 +1830,7 @@ static void uring_write_skipped(struct io_uring *ring)
 	bool chained = false, drained = false;
 	unsigned i;
 
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, NULL); i != ring->sq.sqe_tail; i++) {
 		struct io_uring_sqe *s = uring_sqe(ring, i);
 		bool inside = chained;
 		struct iovec one;
@@ -1846,7 +1898,7 @@ static void uring_read_now(struct io_uring *ring)
 	bool chained = false, drained = false;
 	unsigned i;
 
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, NULL); i != ring->sq.sqe_tail; i++) {
 		struct io_uring_sqe *s = uring_sqe(ring, i);
 		bool inside = chained;
 		struct io_req req;
@@ -1902,17 +1954,51 @@ static void uring_read_now(struct io_uring *ring)
 	}
 }
 
+/*
+ * Memory for the books of every write the queue may hold, before any is
+ * prepared: a ring's entries cannot be split as a libaio batch can, and
+ * a write that goes untracked to a served file is a wrong size.  False if
+ * it cannot be had: the submission is refused (ENOMEM, nothing taken, as
+ * the kernel refuses one it has no memory for).  Under async_lock.
+ */
+static bool uring_reserve(struct batch *b, struct io_uring *ring,
+			  struct aring *r)
+{
+	unsigned i, n = 0, have = 0;
+	struct aop *a;
+
+	for (i = uring_first(ring, r); i != ring->sq.sqe_tail; i++) {
+		uint8_t op = uring_sqe(ring, i)->opcode;
+
+		n += uring_is_write(op) || op == IORING_OP_FALLOCATE;
+	}
+	for (a = aop_free; a && have < n; a = a->next)
+		have++;
+	for (; have < n; have++) {
+		a = mem_alloc(sizeof(*a));
+		if (!a)
+			return false;
+		a->next = aop_free;
+		aop_free = a;
+	}
+	while (b->cap < (int)n)
+		if (!batch_grow(b))
+			return false;
+	return true;
+}
+
 /* Run before any submitting call: prepare the queue, under a batch that
- * the caller ends after the real call. */
-static bool uring_before(struct io_uring *ring, struct batch *b)
+ * the caller ends after the real call.  1: prepared (a batch begun); 0:
+ * nothing of the shim's; -ENOMEM: refused (uring_reserve). */
+static int uring_before(struct io_uring *ring, struct batch *b)
 {
 	struct aring *r;
 
 	if (!shim_active() || (ring->flags & IORING_SETUP_SQPOLL))
-		return false; /* SQPOLL: the kernel's thread reads the queue */
+		return 0; /* SQPOLL: the kernel's thread reads the queue */
 	if (!uring_any_served(ring)) {
 		async_settle(); /* still read the rings if writes are in flight */
-		return false;
+		return 0;
 	}
 	segment_exec_wait(); /* as in aio_submit_some */
 	uring_write_skipped(ring);
@@ -1923,19 +2009,107 @@ static bool uring_before(struct io_uring *ring, struct batch *b)
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (r) {
 		ring_scan(r);
+		if (!uring_reserve(b, ring, r)) {
+			pthread_mutex_unlock(&async_lock);
+			batch_end(b);
+			log_once("no memory for the books of an io_uring "
+				 "submission: refused (ENOMEM)");
+			return -ENOMEM;
+		}
+		b->seq = ++batch_seq;
 		uring_prepare(b, ring, r);
+		r->leftovers = false;
 	}
 	pthread_mutex_unlock(&async_lock);
-	return true;
+	return 1;
 }
 
-/* After the real call: drop the batch, apply what completed. */
-static void uring_after(struct batch *b, bool began)
+/*
+ * After the real call: entries the kernel left queued (it stops at one it
+ * refuses, unless the ring was set up with IORING_SETUP_SUBMIT_ALL; on an
+ * error it took none) were prepared as if submitted.  They will be
+ * submitted with the next call, or never: their preparation is undone —
+ * each append's range given back (the last first; the batch's files let
+ * go of first, as for libaio), the entries as the program made them, the
+ * ops finished as never made — and the next submission prepares them
+ * again from the kernel's head.  Should a range not come back (an append
+ * claimed past it meanwhile), they all stay as prepared (their sizes then
+ * follow their completions, whenever those come).
+ */
+static void uring_leftovers(struct io_uring *ring, struct batch *b)
+{
+	unsigned kh = __atomic_load_n(ring->sq.khead, __ATOMIC_ACQUIRE);
+	unsigned kt = __atomic_load_n(ring->sq.ktail, __ATOMIC_ACQUIRE), i;
+	struct aop *a, *prev, *next;
+	struct aring *r;
+	bool progress, all = true;
+
+	if (kh == kt || kt - kh > *ring->sq.kring_entries)
+		return;
+	batch_release(b);
+	pthread_mutex_lock(&async_lock);
+	r = ring_get(RING_URING, (uintptr_t)ring);
+	if (!r)
+		goto out;
+	/* Mark this batch's ops whose entry is still queued (batch 0). */
+	for (a = r->ops; a; a = a->next) {
+		if (a->batch != b->seq || !a->sqe)
+			continue;
+		for (i = kh; i != kt && uring_sqe(ring, i) != a->sqe; i++)
+			;
+		if (i != kt)
+			a->batch = 0;
+	}
+	/* Their ranges back, the last first: passes until none moves. */
+	do {
+		progress = false;
+		for (a = r->ops; a; a = a->next)
+			if (!a->batch && a->sqe && a->t.end != a->t.off &&
+			    a->t.kind == WTX_APPEND && wtx_unclaim(&a->t))
+				progress = true;
+	} while (progress);
+	for (a = r->ops; a; a = a->next)
+		if (!a->batch && a->sqe && a->t.kind == WTX_APPEND &&
+		    a->t.end != a->t.off)
+			all = false;
+	if (!all) {
+		log_once("io_uring entries left queued by the kernel stay "
+			 "tracked as submitted (a range could not be given "
+			 "back)");
+		for (a = r->ops; a; a = a->next)
+			if (!a->batch && a->sqe)
+				a->batch = b->seq;
+		goto out;
+	}
+	for (prev = NULL, a = r->ops; a; a = next) {
+		next = a->next;
+		if (a->batch || !a->sqe) {
+			prev = a;
+			continue;
+		}
+		a->sqe->off = a->app_off;
+		a->sqe->rw_flags = a->app_flags;
+		a->sqe->len = a->app_len;
+		aop_unlink(r, prev, a);
+		aop_finish(a, -ECANCELED);
+	}
+	r->leftovers = true;
+out:
+	pthread_mutex_unlock(&async_lock);
+}
+
+/* After the real call (its result ret): drop the batch, apply what
+ * completed. */
+static void uring_after(struct io_uring *ring, struct batch *b, int began,
+			int ret)
 {
 	int saved = errno;
 
-	if (began)
+	(void)ret;
+	if (began > 0) {
+		uring_leftovers(ring, b);
 		batch_end(b);
+	}
 	if (atomic_load(&async_pending))
 		async_poll_slow();
 	errno = saved;
@@ -1958,7 +2132,7 @@ static bool uring_nested_refused(struct io_uring *ring)
 	if (!shim_nested() || ring == uring_outer ||
 	    (ring->flags & IORING_SETUP_SQPOLL))
 		return false;
-	for (i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
+	for (i = uring_first(ring, NULL); i != ring->sq.sqe_tail; i++) {
 		const struct io_uring_sqe *s = uring_sqe(ring, i);
 		uint8_t op = s->opcode;
 
@@ -1988,13 +2162,14 @@ static bool uring_nested_refused(struct io_uring *ring)
 #define URING_SUBMIT(call)                                     \
 	do {                                                   \
 		struct batch b_;                               \
-		bool began_;                                   \
-		int ret_;                                      \
+		int began_, ret_;                              \
 		if (uring_nested_refused(ring))                \
 			return -EAGAIN;                        \
 		began_ = uring_before(ring, &b_);              \
+		if (began_ < 0)                                \
+			return began_;                         \
 		ret_ = URING_CALL(call);                       \
-		uring_after(&b_, began_);                      \
+		uring_after(ring, &b_, began_, ret_);          \
 		return ret_;                                   \
 	} while (0)
 
@@ -2007,17 +2182,20 @@ static bool uring_nested_refused(struct io_uring *ring)
 #define URING_WAIT(call, counts)                                     \
 	do {                                                         \
 		struct batch b_;                                     \
-		int sub_ = 0, ret_;                                  \
+		int sub_ = 0, ret_, began_;                          \
 		if (uring_nested_refused(ring))                      \
 			return -EAGAIN;                              \
-		if (uring_before(ring, &b_)) {                       \
+		began_ = uring_before(ring, &b_);                    \
+		if (began_ < 0)                                      \
+			return began_;                               \
+		if (began_) {                                        \
 			sub_ = URING_CALL(lazy_io_uring_submit()(ring)); \
-			uring_after(&b_, true);                      \
+			uring_after(ring, &b_, began_, sub_);        \
 			if (sub_ < 0)                                \
 				return sub_;                         \
 		}                                                    \
 		ret_ = URING_CALL(call);                             \
-		uring_after(&b_, false);                             \
+		uring_after(ring, &b_, 0, ret_);                     \
 		if ((counts) && sub_ > 0)                            \
 			ret_ = ret_ < 0 ? sub_ : ret_ + sub_;        \
 		return ret_;                                         \
@@ -2059,7 +2237,7 @@ EXPORT int io_uring_submit_and_get_events(struct io_uring *ring)
 #define URING_REAP(call)                                       \
 	do {                                                   \
 		int ret_ = (call);                             \
-		uring_after(NULL, false);                      \
+		uring_after(ring, NULL, 0, ret_);              \
 		return ret_;                                   \
 	} while (0)
 

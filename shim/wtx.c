@@ -171,11 +171,13 @@ void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 	t->end = t->off + len;
 }
 
-void wtx_unclaim(struct wtx *t)
+bool wtx_unclaim(struct wtx *t)
 {
-	if (t->kind == WTX_APPEND &&
-	    append_give_back(t->f->seg, t->off, t->end, t->off) <= t->off)
-		t->end = t->off;
+	if (t->kind != WTX_APPEND ||
+	    append_give_back(t->f->seg, t->off, t->end, t->off) > t->off)
+		return false;
+	t->end = t->off;
+	return true;
 }
 
 /*

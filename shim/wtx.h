@@ -135,8 +135,8 @@ void wtx_claim_alone(struct wtx *t, struct shim_file *f, uint64_t len,
 
 /* A write claimed that will not be made (the kernel did not take it):
  * an append's range given back now, if nothing was claimed past it (its
- * settling then has nothing to give back or publish). */
-void wtx_unclaim(struct wtx *t);
+ * settling then has nothing to give back or publish): true if so. */
+bool wtx_unclaim(struct wtx *t);
 
 /* What wtx_settle did. */
 #define WTX_MOVED 1 /* eof moved */

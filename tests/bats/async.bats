@@ -280,6 +280,23 @@ uring_waiter_case() {
 	done
 }
 
+@test "io_uring without SUBMIT_ALL: appends the kernel leaves queued after a refused entry, a write(2) append, then the next submit: no wait, every record once, size exact (the kernel alone as control on ext4)" {
+	local k
+	for k in noshim shim; do
+		# XFS alone may give two O_APPEND writes one offset.
+		[ "$k" = noshim ] && [ "$FS_TYPE" = xfs ] && continue
+		run $k "$HELPERS/uringstop" "$F.$k"
+		echo "$k: $output"
+		[ "$status" -eq 0 ]
+		[[ "$output" == "submit=2 write=4096 (0."*") submit=2 "* ]]
+		[[ "$output" == *" size=16384" ]]
+		local blocks=${output##*blocks=}
+		blocks=${blocks%% *}
+		[ "$(echo "$blocks" | fold -w1 | sort | tr -d '\n')" = ACDW ]
+	done
+	assert_no_segment "$F.shim"
+}
+
 @test "a struct io_uring freed without io_uring_queue_exit (a thread's stack), a write of it still unseen, then another ring at its address: no crash, every size as the kernel alone's" {
 	run noshim "$HELPERS/ringgone" "$F.k"
 	[ "$status" -eq 0 ] || skip "$output"
