@@ -69,7 +69,13 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 		.rec_phys = atomic_load(&seg->recorded_phys),
 	};
 	struct recover_report rep = { .outcome = RECOVER_NO_RECORD };
+	uint64_t mnt = recover_mnt_id(fd);
 	struct stat st;
+
+	/* Its users were killed on this very mount: the kernel kept what
+	 * they did, their eof is the file's logical size (a segment made
+	 * afresh says 0: not this mount). */
+	hint.live = mnt && seg->mnt_id == mnt;
 
 	/* A move of appends (move.h) its writers left: over, whatever its
 	 * words say (the tail is set anew below, its closed bit gone). */
@@ -91,6 +97,7 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 			strerror(errno));
 		return false;
 	}
+	seg->mnt_id = mnt;
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
 	atomic_store(&seg->phys, (uint64_t)st.st_size);

@@ -237,6 +237,15 @@ enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
 	    hint->rec_phys == rep->rec_phys && hint->eof >= start &&
 	    hint->eof <= data && hint->eof + bs > data)
 		target = hint->eof;
+	/* Users killed on a filesystem that stayed up (kill -9, not a power
+	 * cut): the kernel alone keeps every size they made, a growth by
+	 * fallocate not yet synced included, and their eof is that size.
+	 * The record must be the one their words name (nobody changed the
+	 * file since), and nothing past the kernel's size is taken. */
+	if (hint && hint->live && hint->rec_eof == rep->rec_eof &&
+	    hint->rec_phys == rep->rec_phys && hint->eof > target &&
+	    hint->eof <= rep->size_before)
+		target = hint->eof;
 	if (target > rep->size_before)
 		target = rep->size_before;
 	if (target < rep->size_before) {
@@ -254,6 +263,21 @@ enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
 		rep->rec_eof, rep->rec_phys, rep->size_before,
 		rep->size_after);
 	return rep->outcome;
+}
+
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+
+uint64_t recover_mnt_id(int fd)
+{
+	struct statx stx;
+
+	memset(&stx, 0, sizeof(stx));
+	if (sys_statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID_UNIQUE, &stx) ||
+	    !(stx.stx_mask & STATX_MNT_ID_UNIQUE))
+		return 0;
+	return stx.stx_mnt_id;
 }
 
 bool recover_words(struct dioshim_seg *seg, int fd)

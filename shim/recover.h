@@ -77,7 +77,15 @@ enum recover_outcome recover_fd(int fd, uint32_t blksize,
  */
 struct recover_hint {
 	uint64_t eof, rec_eof, rec_phys;
+	/* The words are of the mount the file is on now: their users were
+	 * killed, the filesystem stayed up, and the kernel kept every size
+	 * they made (eof included). */
+	bool live;
 };
+
+/* The mount fd is on (STATX_MNT_ID_UNIQUE), or 0 if the kernel cannot
+ * say. */
+uint64_t recover_mnt_id(int fd);
 
 /* recover_fd, told where the dead users' size was (hint may be NULL). */
 enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,

@@ -234,7 +234,12 @@ struct dioshim_seg {
 	 * between its submission and now. */
 	DIOSHIM_ATOMIC(uint64_t) async_end;
 	DIOSHIM_ATOMIC(uint64_t) epoch;
-	uint64_t size_pad[2];
+	/* The mount the words are of (statx STATX_MNT_ID_UNIQUE, never
+	 * reused; 0: unknown), set by each first user: a first user that
+	 * finds its own mount here after its users were killed knows the
+	 * filesystem did not go down meanwhile (recover_hint.live). */
+	uint64_t mnt_id;
+	uint64_t size_pad[1];
 
 	/* Reservation policy state: only under ext_lock. */
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));

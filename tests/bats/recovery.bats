@@ -165,6 +165,31 @@ kill_and_compare() {
 	kill_and_compare open 65536 a 64K zero 48K 16K fdatasync
 }
 
+@test "4 KiB written, the size grown to 1 MiB by fallocate and not synced, kill -9: 1 MiB after the first shimmed open, as with the kernel alone (issue 28, case 9)" {
+	kill_and_compare open 1048576 a 4K grow 1M
+}
+
+@test "the same growth, kill -9, dioshim recover: 1 MiB, as with the kernel alone" {
+	kill_and_compare command 1048576 a 4K grow 1M
+}
+
+@test "the same growth synced, then grown again unsynced, kill -9: the last size, as with the kernel alone" {
+	kill_and_compare open 2097152 a 4K grow 1M fdatasync grow 2M
+}
+
+@test "a power cut that leaves the killed writers' segment in place: its words are not the disk's, the size is the synced one" {
+	start_writer shim "$F" a 4K fsync grow 1M
+	xfs_io -x -c shutdown "$SCRATCH_MNT"
+	kill_writers
+	# The segment stays (a filesystem that went down and came back
+	# without a reboot): a new mount, not the one its words were of.
+	umount "$SCRATCH_MNT"
+	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	recover_by open "$F"
+	echo "shim: $(real_size "$F") (synced $(synced "$F"))"
+	[ "$(real_size "$F")" -eq "$(synced "$F")" ]
+}
+
 # Run OPS under the shim and outside it, cut the power, recover; both
 # files must have the size the last sync acknowledged.
 cut_and_compare() {

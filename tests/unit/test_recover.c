@@ -64,33 +64,51 @@ static void hint_rules(int fd)
 	CHECK_EQ(recovered(fd, 0, MiB, NULL), 4096);
 	/* The dead users' eof, their record being the file's: exact. */
 	reserved(fd, 1536, MiB);
-	h = (struct recover_hint){ 1536, 0, MiB };
+	h = (struct recover_hint){ 1536, 0, MiB, false };
 	CHECK_EQ(recovered(fd, 0, MiB, &h), 1536);
 	/* Another record than theirs: not theirs to say. */
 	reserved(fd, 1536, MiB);
-	h = (struct recover_hint){ 1536, 0, 2 * MiB };
+	h = (struct recover_hint){ 1536, 0, 2 * MiB, false };
 	CHECK_EQ(recovered(fd, 0, MiB, &h), 4096);
 	/* Past the data (the disk lost what the words say): ignored. */
 	reserved(fd, 1536, MiB);
-	h = (struct recover_hint){ 12 * KiB, 0, MiB };
+	h = (struct recover_hint){ 12 * KiB, 0, MiB, false };
 	CHECK_EQ(recovered(fd, 0, MiB, &h), 4096);
 	/* More than a block below the end of the data: ignored (data a
 	 * dead writer wrote past its eof stays). */
 	reserved(fd, 12 * KiB, MiB);
-	h = (struct recover_hint){ 4096, 0, MiB };
+	h = (struct recover_hint){ 4096, 0, MiB, false };
 	CHECK_EQ(recovered(fd, 0, MiB, &h), 12 * KiB);
 	/* Inside the last block: the size there. */
 	reserved(fd, 12 * KiB, MiB);
-	h = (struct recover_hint){ 10 * KiB, 0, MiB };
+	h = (struct recover_hint){ 10 * KiB, 0, MiB, false };
 	CHECK_EQ(recovered(fd, 0, MiB, &h), 10 * KiB);
 	/* Never below the record... */
 	reserved(fd, 1536, MiB);
-	h = (struct recover_hint){ 512, 1024, MiB };
+	h = (struct recover_hint){ 512, 1024, MiB, false };
 	CHECK_EQ(recovered(fd, 1024, MiB, &h), 1024);
 	/* ... and up to the eof inside the record's own block. */
 	reserved(fd, 2048, MiB);
-	h = (struct recover_hint){ 2048, 1024, MiB };
+	h = (struct recover_hint){ 2048, 1024, MiB, false };
 	CHECK_EQ(recovered(fd, 1024, MiB, &h), 2048);
+	/* Users killed on this mount (live): the kernel alone keeps every
+	 * size they made, a growth by fallocate with no data under it
+	 * too, and their eof is that size. */
+	reserved(fd, 1536, MiB);
+	h = (struct recover_hint){ 512 * KiB, 0, MiB, true };
+	CHECK_EQ(recovered(fd, 0, MiB, &h), 512 * KiB);
+	/* ... only with their record on the file ... */
+	reserved(fd, 1536, MiB);
+	h = (struct recover_hint){ 512 * KiB, 0, 2 * MiB, true };
+	CHECK_EQ(recovered(fd, 0, MiB, &h), 4096);
+	/* ... never past the kernel's size ... */
+	reserved(fd, 1536, MiB);
+	h = (struct recover_hint){ 2 * MiB, 0, MiB, true };
+	CHECK_EQ(recovered(fd, 0, MiB, &h), 4096);
+	/* ... and never below the data. */
+	reserved(fd, 12 * KiB, MiB);
+	h = (struct recover_hint){ 4096, 0, MiB, true };
+	CHECK_EQ(recovered(fd, 0, MiB, &h), 12 * KiB);
 	/* A recorded eof with no data past it: exactly that, not a block. */
 	reserved(fd, 64 * KiB, MiB);
 	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
