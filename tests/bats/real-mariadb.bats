@@ -289,8 +289,14 @@ check_counts() {
 # The datadir after a clean shutdown, seen by the kernel alone: no
 # segment left, no EOF record, every tablespace (ibdata1, undo, .ibd)
 # exactly the FSP_SIZE pages its header records, the redo log its size.
+# With "crashed": InnoDB killed right after it grew a file, before the
+# header's new size reached its redo log, leaves the file up to one
+# extension longer than its header says, with the kernel alone too (its
+# restart counts the pages from the file and rewrites the header only at
+# the next extension): up to 4 MiB more is taken.
 check_after_shutdown() {
-	local left f size fsp bad=0
+	local left f size fsp bad=0 slack=0
+	[ "${1:-}" = crashed ] && slack=$((4 << 20))
 	left=$(find "$DIOSHIM_SHM_DIR" ! -type d ! -name 'dioshim-hint*')
 	[ -z "$left" ] || { echo "segments left: $left"; ls -la "$DIOSHIM_SHM_DIR"/*; bad=1; }
 	left=$(cd "$DD" && noshim getfattr -R -h -d -m '^user\.dioshim' . 2>&1)
@@ -301,7 +307,8 @@ check_after_shutdown() {
 	while read -r f; do
 		size=$(noshim stat -c %s "$f")
 		fsp=$(noshim od -An -tu4 --endian=big -j46 -N4 "$f" | tr -d ' ')
-		if [ $((size % PAGE)) -ne 0 ] || [ "$size" -ne $((fsp * PAGE)) ]; then
+		if [ $((size % PAGE)) -ne 0 ] || [ "$size" -lt $((fsp * PAGE)) ] ||
+			[ "$size" -gt $((fsp * PAGE + slack)) ]; then
 			echo "$f: $size bytes, header FSP_SIZE $fsp pages ($((fsp * PAGE)) bytes)"
 			bad=1
 		fi
@@ -425,7 +432,7 @@ crash_test() {
 	[ "$max" -le $((last + 1)) ] || { echo "row $max, never inserted"; return 1; }
 	mdb_stop
 	mdb_log_clean
-	check_after_shutdown
+	check_after_shutdown crashed
 }
 
 @test "mariadb-install-db under the shim: no segment, no user.dioshim.eof left, every tablespace FSP_SIZE x 16 KiB" {
