@@ -41,13 +41,19 @@
 #include <errno.h>
 #include <linux/falloc.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 /* How long a waiter lower by one byte waits less before it acts on a
  * stalled move: 4 KiB lower, 4 ms sooner. */
 #define STALL_NS_PER_BYTE 1000ull
+
+static void nap(void)
+{
+	static const struct timespec ts = { 0, 100000 };
+
+	nanosleep(&ts, NULL);
+}
 
 static void move_changed(struct dioshim_seg *seg)
 {
@@ -57,19 +63,28 @@ static void move_changed(struct dioshim_seg *seg)
 	eof_wake(seg);
 }
 
-/* The voids, as they stand (a slot being written waited for). */
+/* The voids, as they stand.  A slot being written is waited for, 100 ms
+ * at most: one whose writer died between taking it and filling it is
+ * none (its range is then a dead writer's, passed over: pass_dead). */
 static int voids_read(struct dioshim_seg *seg, uint64_t *off, uint64_t *end)
 {
-	uint32_t n = atomic_load(&seg->move.nvoids), i;
+	uint32_t n = atomic_load(&seg->move.nvoids), i, k = 0;
+	int spins;
 
 	if (n > DIOSHIM_VOIDS)
 		n = DIOSHIM_VOIDS;
 	for (i = 0; i < n; i++) {
-		while (!(end[i] = atomic_load(&seg->move.voids[i].end)))
-			sched_yield();
-		off[i] = atomic_load(&seg->move.voids[i].off);
+		for (spins = 0;
+		     !(end[k] = atomic_load(&seg->move.voids[i].end)) &&
+		     spins < 1000;
+		     spins++)
+			nap();
+		if (!end[k])
+			continue;
+		off[k] = atomic_load(&seg->move.voids[i].off);
+		k++;
 	}
-	return (int)n;
+	return (int)k;
 }
 
 /* Where the append claimed at off publishes: off less the voids below
@@ -101,10 +116,11 @@ static uint64_t new_end(struct dioshim_seg *seg)
  * full. */
 static bool void_add(struct dioshim_seg *seg, uint64_t off, uint64_t end)
 {
-	uint32_t i = atomic_fetch_add(&seg->move.nvoids, 1);
+	uint32_t i;
 
 	if (off >= end)
 		return true;
+	i = atomic_fetch_add(&seg->move.nvoids, 1);
 	if (i >= DIOSHIM_VOIDS)
 		return false;
 	atomic_store(&seg->move.voids[i].off, off);
@@ -205,13 +221,6 @@ static bool take_over(struct shim_file *f, int fd)
 	atomic_store(&seg->move.state, MOVE_IDLE);
 	move_changed(seg);
 	return true;
-}
-
-static void nap(void)
-{
-	static const struct timespec ts = { 0, 100000 };
-
-	nanosleep(&ts, NULL);
 }
 
 enum move_join move_join(struct shim_file *f, int fd, uint64_t end)
