@@ -62,13 +62,33 @@ static bool birth_matches(const struct dioshim_seg *seg,
 		seg->birth_gen == id->birth_gen);
 }
 
-/* Everything a process checks before it trusts a mapped segment. */
+/* The size words agree with each other (eof <= phys, eof <= tail, all
+ * within a file's largest size).  They move one at a time: a size change
+ * under way (a truncate stores phys, then eof, then tail) shows a moment
+ * where they do not. */
+static bool seg_sizes_ok(const struct dioshim_seg *seg)
+{
+	uint64_t eof = atomic_load(&seg->eof), tail, phys;
+
+	/* (without the bit that says the appends move: move.h) */
+	tail = atomic_load(&seg->tail) & ~DIOSHIM_TAIL_CLOSED;
+	phys = atomic_load(&seg->phys);
+	return eof <= phys && eof <= tail && phys <= (uint64_t)INT64_MAX &&
+	       tail <= (uint64_t)INT64_MAX;
+}
+
+/* Everything a process checks before it trusts a mapped segment.  Size
+ * words that disagree are looked at again for up to SIZES_SETTLE_US: a
+ * size change in another process passes; words that stay wrong are a
+ * corrupt segment. */
+#define SIZES_SETTLE_US 20000
 static bool seg_header_ok(const struct dioshim_seg *seg, uint64_t dev,
 			  uint64_t ino)
 {
-	uint64_t eof, tail, phys;
+	static const struct timespec nap = { 0, 100000 };
 	uint32_t state = atomic_load_explicit(&seg->state,
 					      memory_order_acquire);
+	int waited;
 
 	if (seg->magic != DIOSHIM_SEG_MAGIC ||
 	    seg->version != DIOSHIM_LAYOUT_VERSION || seg->size != SEG_SIZE ||
@@ -79,14 +99,13 @@ static bool seg_header_ok(const struct dioshim_seg *seg, uint64_t dev,
 	if (seg->blksize < 512 || seg->blksize > (1u << 20) ||
 	    (seg->blksize & (seg->blksize - 1)))
 		return false;
-	eof = atomic_load(&seg->eof);
-	/* (without the bit that says the appends move: move.h) */
-	tail = atomic_load(&seg->tail) & ~DIOSHIM_TAIL_CLOSED;
-	phys = atomic_load(&seg->phys);
-	return eof <= phys && eof <= tail && phys <= (uint64_t)INT64_MAX &&
-	       tail <= (uint64_t)INT64_MAX &&
-	       atomic_load(&seg->users) <= DIOSHIM_MAX_PROCS &&
-	       atomic_load(&seg->slots_hi) <= DIOSHIM_MAX_PROCS;
+	if (atomic_load(&seg->users) > DIOSHIM_MAX_PROCS ||
+	    atomic_load(&seg->slots_hi) > DIOSHIM_MAX_PROCS)
+		return false;
+	for (waited = 0; !seg_sizes_ok(seg) && waited < SIZES_SETTLE_US;
+	     waited += 100)
+		nanosleep(&nap, NULL);
+	return seg_sizes_ok(seg);
 }
 
 /* ---- attach slots (under attach_lock) --------------------------------- */
