@@ -46,3 +46,12 @@ model: deps test-build
 		MODEL_OPS=$(or $(MODEL_OPS),20000) tests/run.sh tests/bats/model.bats
 
 .PHONY: model
+
+# The fault harness (tests/faults/faults.sh): every workload with a failure
+# injected at each system call the shim and the program make, against the
+# kernel alone under the same injection; ends with "N runs, N differences".
+# Root and strace; FAULTS_FS, FAULTS_WORKLOADS, FAULTS_CALLS narrow it.
+faults: deps test-build
+	@BUILD=$(abspath $(BUILD)) tests/faults/faults.sh matrix
+
+.PHONY: faults
