@@ -26,7 +26,7 @@
 # 5, 8...; 2 with default, the first and the last), FAULTS_TIMEOUT (5 s: a
 # run still going is a hang), FAULTS_OUT (where the runs' files are
 # kept; a temporary directory by default).  With always, each call and
-# errno also fails for good from a middle count on (WHEN+), but for EINTR
+# errno also fails for good from two thirds of its count on (WHEN+), but for EINTR
 # and EAGAIN, which do not persist (madvise's EAGAIN does: issue 28).
 set -u
 cd "$(dirname "$0")/../.."
@@ -104,7 +104,8 @@ count_of() { awk -v c="$2" '$1 == c { print $2; f = 1 } END { if (!f) print 0 }'
 
 # sample MAX K: at most K counts in 1..MAX, from 1, 2, 3, 5, 8, 13...
 # and MAX itself (a last call: the trim at the last close), spread out;
-# then "MID+", a middle one of them, for a failure that persists.
+# then "N+" for a failure that persists from two thirds of the way on
+# (a reservation made before it fails: issue 28, 3).
 sample() {
 	local max=$1 k=$2 a=1 b=2 n i
 	local -a fib=()
@@ -122,7 +123,7 @@ sample() {
 			echo -n "${fib[$(((n - 1) * i / (k - 1)))]} "
 		done
 	fi
-	echo "${fib[$(((n - 1) / 2))]}+"
+	echo "$(((2 * max + 2) / 3))+"
 }
 
 RUNS=0 DIFFS=0

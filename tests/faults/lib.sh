@@ -77,7 +77,7 @@ FAULT_COMPARED="finished nocrash noleak answers nolost nodup notorn noextra plac
 # Sizes: small enough that a run takes well under a second.
 FA_THREADS=3 FA_RECS=150     # append: per process (2 processes)
 FC_THREADS=4 FC_RECS=150     # counter
-FQ_BLOCKS=400 FQ_QD=16       # aio, uring
+FQ_BLOCKS=${FQ_BLOCKS:-400} FQ_QD=16       # aio, uring
 
 # Why a machine cannot run the harness, or nothing.
 faults_skip_reason() {
