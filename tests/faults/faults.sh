@@ -29,7 +29,7 @@
 # errno also fails for good from two thirds of its count on (WHEN+), but for EINTR
 # and EAGAIN, which do not persist (madvise's EAGAIN does: issue 28).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 export TOP=$PWD BUILD=${BUILD:-$PWD/build}
 : "${FAULTS_TIMEOUT:=5}"
 export FAULTS_TIMEOUT
@@ -190,7 +190,7 @@ matrix() {
 			done
 			calls=${FAULTS_CALLS:-$(cat "$RUN_DIR/$fs/$wl"/calls.*.txt |
 				awk '{ print $1 }' | sort -u)}
-			echo "== $fs $wl: $(echo $calls | wc -w) calls made"
+			echo "== $fs $wl: $(wc -w <<<"$calls") calls made"
 			for side in ${FAULTS_SIDES:-always default}; do
 				shim_run "$fs" "$wl" "$side" none none
 			done

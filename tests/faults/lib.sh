@@ -67,8 +67,8 @@
 FAULTS_TOP=${FAULTS_TOP:-${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}}
 FAULTS_BUILD=${FAULTS_BUILD:-${BUILD:-$FAULTS_TOP/build}}
 FAULTS_HELPERS=$FAULTS_BUILD/tests/helpers
-FAULTS_DIOSHIM=$FAULTS_BUILD/dioshim
 : "${FAULTS_TIMEOUT:=20}"
+# shellcheck disable=SC2034 # used by faults.sh
 FAULT_WORKLOADS="append counter aio-seq aio-append uring-seq uring-append"
 FAULT_PROPS="finished nocrash noerror noleak answers nolost nodup notorn noextra placed nohole exact noxattr noseg"
 # What a difference is made of (noerror is for the record only).
@@ -258,7 +258,7 @@ fault_workload() {
 		eng=${wl%-*} mode=${wl#*-}
 		{
 			# shellcheck disable=SC2046
-			"${FAULT_CMD[@]}" "$h/asyncwrite" "$eng" "$mode" "$f" $FQ_BLOCKS $FQ_QD \
+			"${FAULT_CMD[@]}" "$h/asyncwrite" "$eng" "$mode" "$f" "$FQ_BLOCKS" "$FQ_QD" \
 				$([ "$mode" = seq ] && echo stat fsync) >"$d/out" 2>"$d/err"
 			echo $? >"$d/rc"
 		} 2>/dev/null
@@ -300,7 +300,9 @@ fault_props() {
 		{ echo "status $rc (void: the loader failed)"; sed 's/^/err /' "$d/err"; } >"$d/detail"
 		return 0
 	fi
-	census=$(env -u LD_PRELOAD "$h/t_census" $([[ $wl == *-seq ]] && echo -s) "$f" 2>&1)
+	local seqopt=()
+	[[ $wl == *-seq ]] && seqopt=(-s)
+	census=$(env -u LD_PRELOAD "$h/t_census" "${seqopt[@]}" "$f" 2>&1)
 	if [[ $census != size=* ]]; then
 		# No file: the program stopped before it made it.
 		census="size=0 records=0 dup=0 torn=0 inside=0 trailing=0 misplaced=0 data_end=0"
@@ -382,7 +384,7 @@ fault_props() {
 		echo "status $rc"
 		echo "census $census"
 		[ -z "$v" ] || printf '%s\n' "$v" | sed 's/^/verify /' | head -n 12
-		[ -z "$seg" ] || printf 'left %s\n' $seg
+		[ -z "$seg" ] || printf '%s\n' "$seg" | sed 's/^/left /'
 		[ -z "$leaks" ] || printf '%s\n' "$leaks" | sed 's/^/leak /' | head -n 4
 		sed 's/^/out /' "$d/out" | head -n 4
 		sed 's/^/err /' "$d/err" | head -n 8
