@@ -9,7 +9,9 @@
 #   tests/faults/faults.sh one FS WORKLOAD SIDE SYSCALL:ERRNO:WHEN [REPEAT]
 #       one injection (the reproduction of a difference): the control and
 #       the shim run REPEAT times (1), their properties and differences;
-#       exits 1 if any run differs
+#       exits 1 if any run differs.  WHEN may also be "last" or "2/3+",
+#       counted from a clean run on SIDE (tests/faults/lib.sh,
+#       fault_resolve)
 #   tests/faults/faults.sh calls FS WORKLOAD SIDE
 #       the calls a clean run makes, with the most any thread makes
 #
@@ -256,6 +258,7 @@ one() {
 	[[ $side == always || $side == default ]] || usage
 	setup "$fs"
 	make_fs "$fs"
+	inj=$(fault_resolve "$wl" "$side" "$inj" "$RUN_DIR/calls" "$SCRATCH_MNT")
 	cinj=$(fault_control_inj "$wl" "$inj")
 	for ((i = 1; i <= repeat; i++)); do
 		fault_run "$wl" kernel "$cinj" "$RUN_DIR/kernel.$i" "$SCRATCH_MNT"

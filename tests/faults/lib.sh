@@ -454,3 +454,24 @@ fault_calls() {
 		END { for (c in max) print c, max[c] }' "$d"/trace.* | sort
 	rm -f "$d"/trace.*
 }
+
+# fault_resolve WL SIDE SYSCALL:ERRNO:WHEN DIR MNT: the injection with a
+# WHEN relative to the count a clean run on SIDE reaches (the most calls
+# of SYSCALL one thread makes), so that a case keeps its aim while the
+# shim's own calls change: "last" is that count, "2/3+" fails from two
+# thirds of it on (as make faults's persistent failures do).  Other WHENs
+# are given back as they are.
+fault_resolve() {
+	local wl=$1 side=$2 inj=$3 d=$4 mnt=$5 sc er when max
+	IFS=: read -r sc er when <<<"$inj"
+	case $when in
+	last | 2/3+) ;;
+	*) echo "$inj"; return 0 ;;
+	esac
+	max=$(fault_calls "$wl" "$side" "$d" "$mnt" | awk -v c="$sc" '$1 == c { print $2 }')
+	: "${max:=1}"
+	case $when in
+	last) echo "$sc:$er:$max" ;;
+	2/3+) echo "$sc:$er:$(((2 * max + 2) / 3))+" ;;
+	esac
+}
