@@ -47,6 +47,7 @@
 
 static int lib_ready;
 static int lib_exiting;
+static pid_t exiting_tid; /* the thread that leaves the files, at exit */
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
 /* fork holds the table's lock from prepare to parent/child: a signal
@@ -200,8 +201,10 @@ static void lib_detach_all(void)
 	 * pass their appends through).  It is the only caller whose pid is
 	 * not ours. */
 	if (config.disable || io_busy || vfork_child_slow() ||
-	    __atomic_exchange_n(&lib_exiting, 1, __ATOMIC_RELAXED))
+	    __atomic_exchange_n(&lib_exiting, 1, __ATOMIC_SEQ_CST))
 		return;
+	/* (no call of ours before it is set: exec_wait holds the others) */
+	__atomic_store_n(&exiting_tid, sys_gettid(), __ATOMIC_SEQ_CST);
 	io_busy = 1;
 	async_drain_all();
 	fdtable_release_all();
@@ -419,10 +422,20 @@ static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
 
 /* Another thread is leaving our files for an exec: an I/O call waits
  * until it is done — the exec then ends this thread, or failed and the
- * files are ours again — rather than pass through beside a reservation. */
+ * files are ours again — rather than pass through beside a reservation.
+ * Another thread is leaving them at exit: the call waits for the end of
+ * the process (exit_group ends this thread), rather than pass through
+ * and see, or write past, a reserved tail about to be cut. */
 static __attribute__((noinline)) bool exec_wait(void)
 {
+	static const struct timespec nap = { 1, 0 };
+
 	segment_exec_wait();
+	if (__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED) &&
+	    !config.disable &&
+	    sys_gettid() != __atomic_load_n(&exiting_tid, __ATOMIC_RELAXED))
+		for (;;)
+			nanosleep(&nap, NULL);
 	return !config.disable && !__atomic_load_n(&lib_exiting,
 						  __ATOMIC_RELAXED);
 }

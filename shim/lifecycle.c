@@ -125,6 +125,7 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 	robust_init(&seg->commit_lock);
 	seg->chunk = config.reserve;
 	seg->last_reserve_ns = 0;
+	seg->reserve_failed_ns = 0;
 	seg->last_reserve_phys = 0;
 	seg->keep_lo = seg->keep_hi = 0;
 	atomic_store(&seg->sync_seq, 0);

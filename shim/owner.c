@@ -132,11 +132,21 @@ bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns)
 	 * wherever it runs, and so it does when /proc cannot.
 	 */
 	if (ns && ns == my_ns) {
-		if (kill(pid, 0) && errno == ESRCH)
-			return false;
+		/* kill's ESRCH is taken for death once /proc or the lifeline
+		 * agrees (a failure of kill itself must not make a live
+		 * writer's slot, locks and tail another's to take). */
+		bool dead = kill(pid, 0) && errno == ESRCH;
+
 		if (proc_ours && (pid_start >> DIOSHIM_OWNER_PID_BITS) &&
-		    proc_starttime(pid, &start, &gone) && !gone)
-			return start == pid_start >> DIOSHIM_OWNER_PID_BITS;
+		    proc_starttime(pid, &start, &gone)) {
+			if (!gone)
+				return start == pid_start >>
+							DIOSHIM_OWNER_PID_BITS;
+			if (dead)
+				return false;
+		} else if (dead && !(token && key != LIFELINE_NONE)) {
+			return false;
+		}
 	}
 	if (token && key != LIFELINE_NONE) {
 		bool held = lifeline_held(key, token, &known);

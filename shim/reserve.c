@@ -33,6 +33,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+/* After a reservation the kernel refused, none is tried for this long. */
+#define RESERVE_RETRY_NS 1000000000ull
+
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) / a * a;
@@ -194,6 +197,11 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		goto exact;
 
 	now = now_ns();
+	/* The kernel refused one a moment ago: writes go as issued for a
+	 * while, rather than each pay a refused fallocate and two records. */
+	if (seg->reserve_failed_ns &&
+	    now - seg->reserve_failed_ns < RESERVE_RETRY_NS)
+		goto exact;
 	if (seg->last_reserve_ns)
 		chunk = reserve_chunk_next(seg->chunk ? seg->chunk
 						      : config.reserve,
@@ -268,11 +276,17 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		int err = errno;
 
 		phys = undo_failed_reserve(f, fd, phys);
-		/* Put the record back to the truth: the old reservation. */
-		if (phys > atomic_load(&seg->eof))
-			record_write(fd, eof, phys);
-		else
-			record_remove(fd);
+		/* Put the record back to the truth: the old reservation (or
+		 * none), the words saying what the file says, lest the last
+		 * user take a record for none and leave it. */
+		if (phys > atomic_load(&seg->eof) && record_write(fd, eof, phys)) {
+			atomic_store(&seg->recorded_eof, eof);
+			atomic_store(&seg->recorded_phys, phys);
+		} else if (record_remove(fd)) {
+			atomic_store(&seg->recorded_eof, 0);
+			atomic_store(&seg->recorded_phys, 0);
+		}
+		seg->reserve_failed_ns = now;
 		if (err == EOPNOTSUPP) {
 			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
 			log_msg("fallocate unsupported: extending writes of "
@@ -286,6 +300,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		goto exact;
 	}
 	prefill_note_allocated(f, start, new_phys);
+	seg->reserve_failed_ns = 0;
 	atomic_store(&seg->recorded_eof, eof);
 	atomic_store(&seg->recorded_phys, new_phys);
 	atomic_store_explicit(&seg->phys, new_phys, memory_order_release);

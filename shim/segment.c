@@ -848,6 +848,11 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 			break;
 		}
 		if (!seg) {
+			/* One that is not ours (owner, mode, a link) stays
+			 * so; anything else may pass, and is asked again. */
+			if (errno != EPERM && errno != EACCES &&
+			    errno != ELOOP && tries < 7)
+				continue;
 			log_msg("%s: cannot open (%s): passing through", path,
 				strerror(errno));
 			break;

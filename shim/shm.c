@@ -19,7 +19,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -165,15 +167,18 @@ static bool shm_fd_ok(int fd, size_t size, const struct shm_want *w)
 static int shm_back(int fd, size_t size, size_t backed)
 {
 	struct stat st;
-	int rc;
+	int rc, tries = 0;
 
 	if (sys_fstat(fd, &st))
 		return -1;
 	if ((size_t)st.st_size != size && sys_ftruncate(fd, (off_t)size))
 		return -1;
+	/* The pages of a file others made are there already: a failure to
+	 * allocate them (ENOSPC, EIO) can only be for the moment, and is
+	 * asked again; a refused segment is a writer that passes through. */
 	do
 		rc = sys_fallocate(fd, 0, 0, (off_t)backed);
-	while (rc && errno == EINTR);
+	while (rc && errno != EOPNOTSUPP && errno != ENOSYS && ++tries < 4);
 	if (rc && (errno == EOPNOTSUPP || errno == ENOSYS))
 		/* Not tmpfs (a configured directory elsewhere): the
 		 * filesystem allocates on write, as for any file. */
@@ -758,6 +763,67 @@ static int lifeline_open(uint64_t key)
 	return lifeline_moved(fd);
 }
 
+/*
+ * Whether a lock of any kind covers byte of fd's file, from /proc/locks
+ * ("1: OFDLCK ADVISORY  WRITE -1 00:1b:195214 2199023255552 ..."): the
+ * lock test's answer when fcntl keeps failing.  It sees this process's
+ * own locks too: the byte asked about is never one we hold (another
+ * process's lifeline, a guest's announcement).  F_WRLCK, F_UNLCK, or -1
+ * when it cannot be read.
+ */
+static int proc_locks_test(int fd, uint64_t byte)
+{
+	char buf[4096];
+	size_t have = 0;
+	struct stat st;
+	int pfd, type = -1;
+
+	if (sys_fstat(fd, &st))
+		return -1;
+	pfd = sys_openat(AT_FDCWD, "/proc/locks", O_RDONLY | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return -1;
+	type = F_UNLCK;
+	for (;;) {
+		ssize_t n = sys_read(pfd, buf + have, sizeof(buf) - 1 - have);
+		char *line = buf, *nl;
+
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			char *tok[8], *save = NULL, *t;
+			unsigned maj, min;
+			unsigned long long ino;
+			int k = 0;
+
+			*nl = '\0';
+			/* "N: KIND MODE RW PID MAJ:MIN:INO START END"; a
+			 * waiter's line ("N: -> ...") holds nothing */
+			for (t = strtok_r(line, " ", &save); t && k < 8;
+			     t = strtok_r(NULL, " ", &save))
+				tok[k++] = t;
+			if (k == 8 && strcmp(tok[1], "->") &&
+			    sscanf(tok[5], "%x:%x:%llu", &maj, &min, &ino) == 3 &&
+			    makedev(maj, min) == st.st_dev && ino == st.st_ino &&
+			    byte >= strtoull(tok[6], NULL, 10) &&
+			    (!strcmp(tok[7], "EOF") ||
+			     byte <= strtoull(tok[7], NULL, 10))) {
+				sys_close(pfd);
+				return F_WRLCK;
+			}
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0;
+	}
+	sys_close(pfd);
+	return type;
+}
+
 /* An OFD lock command on byte `byte` of fd: 0 or -1 for a set, the
  * type of a conflicting lock (F_UNLCK: none) for F_OFD_GETLK. */
 static int ofd_lock_byte(int fd, uint64_t byte, int cmd, short type)
@@ -769,11 +835,18 @@ static int ofd_lock_byte(int fd, uint64_t byte, int cmd, short type)
 		.l_len = 1,
 	};
 	/* A test made again when it fails for the moment: read as a lock
-	 * held, a failed one would keep a tail no one holds. */
+	 * held, a failed one would keep a tail no one holds; one that keeps
+	 * failing is answered from /proc/locks. */
 	int rc = cmd == F_OFD_GETLK
 			 ? (int)SYS_TRY(sys_fcntl(fd, cmd, (long)&fl))
 			 : (int)sys_fcntl(fd, cmd, (long)&fl);
 
+	if (rc && cmd == F_OFD_GETLK) {
+		int err = errno, t = proc_locks_test(fd, byte);
+
+		errno = err;
+		return t;
+	}
 	return rc ? rc : (cmd == F_OFD_GETLK ? fl.l_type : 0);
 }
 

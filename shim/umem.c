@@ -40,6 +40,8 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -55,7 +57,7 @@
 /* A probe that says nothing (umem_readable, page_writable) is made
  * again so many times. */
 #define UMEM_TRIES 4
-#define UMEM_POPULATE_TRIES 1000
+#define UMEM_POPULATE_TRIES 64
 
 #define UMEM_PAGE 4096u
 #define UMEM_SLOTS 512u
@@ -303,6 +305,54 @@ static bool page_readable(uintptr_t pg)
 	return ok;
 }
 
+/*
+ * Whether the mapping holding addr may be written, from /proc/self/maps
+ * (its rights: "rw-p"): 1 or 0 (0 too when nothing maps it), -1 when
+ * the file cannot be read.  Raw calls and a buffer on the stack: safe
+ * wherever the shim reads the program's memory.
+ */
+static int maps_writable(uintptr_t addr)
+{
+	char buf[4096];
+	size_t have = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps",
+			      O_RDONLY | O_CLOEXEC);
+	int found = 0;
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have,
+				    sizeof(buf) - 1 - have);
+		char *line = buf, *nl;
+
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			unsigned long lo, hi;
+			char perms[5];
+
+			*nl = '\0';
+			if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 &&
+			    addr >= lo && addr < hi) {
+				found = perms[1] == 'w' ? 1 : 0;
+				syscall(SYS_close, fd);
+				return found;
+			}
+			line = nl + 1;
+		}
+		/* keep the part of a line the next read completes */
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer: skipped */
+	}
+	syscall(SYS_close, fd);
+	return found;
+}
+
 /* Whether it can write there too: the page faulted in for writing, as
  * the kernel's own store would.  A kernel without MADV_POPULATE_WRITE
  * (before 5.14) cannot say: a readable page is taken as writable. */
@@ -321,20 +371,26 @@ static bool page_writable(uintptr_t pg)
 		errno = saved;
 		return page_readable(pg);
 	}
-	/* EFAULT, EINVAL (a read-only mapping, one it will not populate),
-	 * ENOMEM (not mapped, or no memory): not writable, an answer that
-	 * stays when asked again.  A fault not served for the moment
-	 * (EINTR, EAGAIN) is served again, so many times at most; any
-	 * failure is asked about once more (a tracer's injected fault
-	 * passes), lest a page the kernel would write be taken for one it
-	 * refuses: the shim would then cut a submission the kernel takes
-	 * whole, its writes untracked. */
+	/* EFAULT: not writable.  A fault not served for the moment (EINTR,
+	 * EAGAIN) is served again, so many times at most, and any failure
+	 * is asked about once more (a tracer's injected fault passes).  One
+	 * that stays says nothing sure — EINVAL is a read-only mapping or
+	 * one it will not populate, ENOMEM no mapping or no memory — and
+	 * the mapping's own rights decide (/proc/self/maps): a page the
+	 * kernel would write, taken for one it refuses, would have the shim
+	 * cut a submission the kernel takes whole, its writes untracked. */
 	tries = 0;
 	for (;;) {
 		rc = madvise((void *)(pg * UMEM_PAGE), 1, MADV_POPULATE_WRITE);
 		if (!rc || ++tries >= UMEM_POPULATE_TRIES ||
 		    (errno != EINTR && errno != EAGAIN && tries >= UMEM_TRIES))
 			break;
+	}
+	if (rc && errno != EFAULT) {
+		int w = maps_writable(pg * UMEM_PAGE);
+
+		if (w >= 0)
+			rc = !w;
 	}
 	errno = saved;
 	return !rc;

@@ -252,7 +252,10 @@ struct dioshim_seg {
 	/* what this file counts in its place's disk budget (the hint's
 	 * entry for dev): its reserved tail when it last changed */
 	uint64_t budget_charged;
-	uint64_t policy_pad[2];
+	/* CLOCK_MONOTONIC of the last reservation the kernel refused (EIO,
+	 * ENOSPC): none is tried for a while after it (writes go exact) */
+	uint64_t reserve_failed_ns;
+	uint64_t policy_pad[1];
 
 	/*
 	 * Barrier: raised (non-zero) while a size change drains the writers;
