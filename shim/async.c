@@ -187,6 +187,9 @@ static bool copy_in(void *dst, const void *src, size_t n)
 }
 
 static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The process ends: its rings were drained for the last time (under
+ * async_lock). */
+static bool sealed;
 static struct aring *rings;
 static struct aop *aop_free;
 
@@ -1181,6 +1184,27 @@ struct submitted {
 };
 
 /*
+ * Take async_lock to enter writes.  An exec, or the process's end, drains
+ * the rings under it (async_drain_all) and then leaves the files: a
+ * submission that took it after the drain would enter a write behind
+ * their back.  It waits for the exec instead, and for good once the
+ * process ends.
+ */
+static void lock_to_submit(void)
+{
+	for (;;) {
+		pthread_mutex_lock(&async_lock);
+		if (!sealed && !__atomic_load_n(&segment_exec_pending,
+						__ATOMIC_ACQUIRE))
+			return;
+		pthread_mutex_unlock(&async_lock);
+		if (sealed)
+			sys_wait_for_the_end();
+		segment_exec_wait();
+	}
+}
+
+/*
  * Submit iocbs[0, n), at most 64 of them: the shim's part.  Its record
  * of them is as long as the batch (most are one or two requests), so
  * that the frame, and the calls below it, stay on the pages of stack the
@@ -1194,11 +1218,8 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 	struct batch b;
 	int ret;
 
-	/* An exec under way drains the rings under async_lock: wait for it
-	 * first, so that no write is entered behind its back. */
-	segment_exec_wait();
 	batch_begin(&b);
-	pthread_mutex_lock(&async_lock);
+	lock_to_submit();
 	r = ring_get(RING_AIO, (uintptr_t)ctx);
 	if (r)
 		ring_scan(r);
@@ -1508,13 +1529,18 @@ EXPORT int io_cancel(io_context_t ctx, struct iocb *iocb,
 static void aio_drain(struct aring *r)
 {
 	struct io_event ev[64];
-	struct timespec ts = { 1, 0 };
-	int tries = 0;
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	int idle = 0;
 
+	/* Another thread's io_getevents may take a completion first (it
+	 * then waits for async_lock to read the ring, which we hold): read
+	 * the ring again each round, and wait in short steps.  30 s
+	 * without a completion of ours: given up. */
 	ring_scan(r);
-	while (r->ops && tries++ < 30) {
+	while (r->ops && idle++ < 3000) {
 		/* The application gave up these completions (destroy, exit):
 		 * reaping them here takes nothing it will look for. */
+		unsigned before = r->nops;
 		int n = lazy_io_getevents()((io_context_t)r->handle, 1,
 					    r->nops < 64 ? r->nops : 64, ev,
 					    &ts);
@@ -1525,7 +1551,9 @@ static void aio_drain(struct aring *r)
 		for (i = 0; i < n; i++)
 			ring_complete(r, (uint64_t)(uintptr_t)ev[i].obj,
 				      (int64_t)(long)ev[i].res);
-		r->cursor = ring_tail(r);
+		ring_scan(r);
+		if (r->nops < before)
+			idle = 0;
 	}
 	ring_complete_all(r, "not completed when its context went");
 }
@@ -2000,12 +2028,12 @@ static int uring_before(struct io_uring *ring, struct batch *b)
 		async_settle(); /* still read the rings if writes are in flight */
 		return 0;
 	}
-	segment_exec_wait(); /* as in aio_submit_some */
+	segment_exec_wait(); /* (lock_to_submit would wait later) */
 	uring_write_skipped(ring);
 	/* before the batch: its reads settle every ring first */
 	uring_read_now(ring);
 	batch_begin(b);
-	pthread_mutex_lock(&async_lock);
+	lock_to_submit();
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (r) {
 		ring_scan(r);
@@ -2475,13 +2503,12 @@ EXPORT int io_uring_unregister_files(struct io_uring *ring)
 
 /* ---- process life ---------------------------------------------------------- */
 
-void async_drain_all(void)
+void async_drain_all(bool for_good)
 {
 	struct aring *r;
 
-	if (!atomic_load(&async_pending))
-		return;
 	pthread_mutex_lock(&async_lock);
+	sealed = for_good;
 	for (r = rings; r; r = r->next) {
 		if (!r->ops)
 			continue;
@@ -2532,6 +2559,7 @@ void async_atfork_child(void)
 		child_drop = a;
 	}
 	pthread_mutex_init(&async_lock, NULL);
+	sealed = false;
 	rings = NULL;
 	aop_free = NULL;
 	deferred = NULL;

@@ -31,7 +31,7 @@ static inline void async_settle(void)
 }
 
 /* The process is ending: wait for its writes in flight, apply them. */
-void async_drain_all(void);
+void async_drain_all(bool for_good);
 
 /* After fork, in the child: the rings and their writes are the parent's. */
 void async_atfork_child(void);

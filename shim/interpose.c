@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -48,6 +49,7 @@
 static int lib_ready;
 static int lib_exiting;
 static pid_t exiting_tid; /* the thread that leaves the files, at exit */
+static pid_t exit_tid;    /* the thread that called exit first */
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
 /* fork holds the table's lock from prepare to parent/child: a signal
@@ -79,6 +81,9 @@ static void atfork_child(void)
 	async_atfork_child();
 	fdtable_atfork_child();
 	async_atfork_child_unpin();
+	/* A child forked while another thread exits (an atexit handler's
+	 * fork) has its own exit to make. */
+	__atomic_store_n(&exit_tid, 0, __ATOMIC_RELAXED);
 	io_busy = fork_busy;
 }
 
@@ -183,11 +188,15 @@ static inline bool shim_on(void)
 	       !in_vfork_child();
 }
 
+static void lib_quick_exit(void);
+
 __attribute__((constructor)) static void lib_constructor(void)
 {
 	lib_ensure();
-	if (!config.disable)
+	if (!config.disable) {
 		segment_reclaim_self();
+		at_quick_exit(lib_quick_exit);
+	}
 }
 
 /* A process ends without closing its files: detach from every segment so
@@ -195,18 +204,29 @@ __attribute__((constructor)) static void lib_constructor(void)
 static void lib_detach_all(void)
 {
 	int saved = errno;
+	pid_t none = 0, self = sys_gettid();
 
 	/* A vfork child shares our memory: its _exit must not detach the
 	 * parent, nor even mark it exiting for a moment (its threads would
 	 * pass their appends through).  It is the only caller whose pid is
 	 * not ours. */
-	if (config.disable || io_busy || vfork_child_slow() ||
-	    __atomic_exchange_n(&lib_exiting, 1, __ATOMIC_SEQ_CST))
+	if (config.disable || io_busy || vfork_child_slow())
 		return;
-	/* (no call of ours before it is set: exec_wait holds the others) */
-	__atomic_store_n(&exiting_tid, sys_gettid(), __ATOMIC_SEQ_CST);
+	/* One thread leaves the files.  Another that ends the process
+	 * meanwhile (two threads failing at once, each calling exit) waits
+	 * for the first's exit_group rather than end the process under it,
+	 * half way through its cuts; the first thread coming back here
+	 * (exit's _exit after the destructor, a signal handler) goes on. */
+	if (!__atomic_compare_exchange_n(&exiting_tid, &none, self, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		if (none == self)
+			return;
+		sys_wait_for_the_end();
+	}
+	/* From here the other threads' calls wait (exec_wait). */
+	__atomic_store_n(&lib_exiting, 1, __ATOMIC_SEQ_CST);
 	io_busy = 1;
-	async_drain_all();
+	async_drain_all(true);
 	fdtable_release_all();
 	io_busy = 0;
 	errno = saved;
@@ -233,6 +253,105 @@ EXPORT void _Exit(int status)
 	__builtin_unreachable();
 }
 
+/*
+ * exit is not thread-safe in glibc 2.36: of two threads calling it at
+ * once, the one that finds the handlers taken ends the process at once,
+ * under the other's destructors — ours among them, half way through the
+ * cuts of the reserved tails.  As glibc 2.41 does (and Rust's exit), the
+ * first caller goes on and any later one waits for its end.  The paths
+ * that call exit inside libc are claimed at their start too: main's
+ * return, and the err family.  (error() and argp's exits are not seen.)
+ */
+static void exit_claim(void)
+{
+	pid_t none = 0, self;
+
+	lib_ensure();
+	if (config.disable || vfork_child_slow())
+		return;
+	self = sys_gettid();
+	if (!__atomic_compare_exchange_n(&exit_tid, &none, self, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
+	    none != self)
+		sys_wait_for_the_end();
+}
+
+EXPORT void exit(int status)
+{
+	exit_claim();
+	real_exit(status);
+	__builtin_unreachable();
+}
+
+/* quick_exit runs no destructor: ours runs as its last handler. */
+EXPORT void quick_exit(int status)
+{
+	exit_claim();
+	real_quick_exit(status);
+	__builtin_unreachable();
+}
+
+static void lib_quick_exit(void)
+{
+	lib_detach_all();
+}
+
+EXPORT void verr(int status, const char *fmt, va_list ap)
+{
+	exit_claim();
+	real_verr(status, fmt, ap);
+	__builtin_unreachable();
+}
+
+EXPORT void verrx(int status, const char *fmt, va_list ap)
+{
+	exit_claim();
+	real_verrx(status, fmt, ap);
+	__builtin_unreachable();
+}
+
+EXPORT void err(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	exit_claim();
+	real_verr(status, fmt, ap);
+	__builtin_unreachable();
+}
+
+EXPORT void errx(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	exit_claim();
+	real_verrx(status, fmt, ap);
+	__builtin_unreachable();
+}
+
+/* The program's main, whose return is an exit. */
+static int (*app_main)(int, char **, char **);
+
+static int shim_main(int argc, char **argv, char **envp)
+{
+	int ret = app_main(argc, argv, envp);
+
+	exit_claim();
+	return ret;
+}
+
+EXPORT int __libc_start_main(int (*main)(int, char **, char **), int argc,
+			     char **argv, void (*init)(void),
+			     void (*fini)(void), void (*rtld_fini)(void),
+			     void *stack_end)
+{
+	lib_ensure();
+	app_main = main;
+	return real___libc_start_main(shim_main, argc, argv, init, fini,
+				      rtld_fini, stack_end);
+}
+
 /* ---- exec ---------------------------------------------------------------- */
 
 /*
@@ -257,7 +376,7 @@ static bool exec_prepare(void)
 	 * (inflight_enter_fd); the release below reads the counts after. */
 	__atomic_store_n(&segment_exec_pending, 1, __ATOMIC_SEQ_CST);
 	io_busy = 1;
-	async_drain_all();
+	async_drain_all(false);
 	fdtable_exec_prepare();
 	io_busy = 0;
 	pthread_setcancelstate(cancel, NULL);
@@ -428,14 +547,11 @@ static __attribute__((noinline)) struct ofd *served_reentrant(int fd,
  * and see, or write past, a reserved tail about to be cut. */
 static __attribute__((noinline)) bool exec_wait(void)
 {
-	static const struct timespec nap = { 1, 0 };
-
 	segment_exec_wait();
 	if (__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED) &&
 	    !config.disable &&
 	    sys_gettid() != __atomic_load_n(&exiting_tid, __ATOMIC_RELAXED))
-		for (;;)
-			nanosleep(&nap, NULL);
+		sys_wait_for_the_end();
 	return !config.disable && !__atomic_load_n(&lib_exiting,
 						  __ATOMIC_RELAXED);
 }
@@ -488,6 +604,13 @@ struct ofd *shim_served(int fd)
 
 bool shim_active(void)
 {
+	/* As served_io: not beside a thread leaving the files at exit
+	 * (a submission passed through now would write in the reserved
+	 * tail about to be cut, and be cut with it). */
+	if (__builtin_expect(__atomic_load_n(&lib_exiting, __ATOMIC_RELAXED),
+			     0) &&
+	    !io_busy)
+		exec_wait();
 	return shim_on();
 }
 

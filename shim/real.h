@@ -3,6 +3,7 @@
 #ifndef DIOSHIM_REAL_H
 #define DIOSHIM_REAL_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>

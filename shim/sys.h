@@ -190,4 +190,13 @@ static inline pid_t sys_gettid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
+/* Another thread ends the process: this one waits for its exit_group. */
+static inline __attribute__((noreturn)) void sys_wait_for_the_end(void)
+{
+	static const struct timespec nap = { 1, 0 };
+
+	for (;;)
+		nanosleep(&nap, NULL);
+}
+
 #endif

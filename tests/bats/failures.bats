@@ -33,12 +33,7 @@ injected() {
 
 # What a file is left as, seen from outside the shim: its size, whether
 # it keeps an EOF record, whether a segment is left for it.
-left() {
-	local rec=0 seg=0
-	noshim getfattr -n user.dioshim.eof "$1" >/dev/null 2>&1 && rec=1
-	[ -e "$(segment_of "$1")" ] && seg=1
-	echo "size=$(real_size "$1") record=$rec segment=$seg"
-}
+left() { echo "size=$(real_size "$1") $(left_behind "$1")"; }
 
 # For each N in NS, CMD... (its file $D/f.N, "@" in CMD) run with SPEC
 # (CALL:error=ERRNO, :when=N added) under the shim and outside it: the

@@ -98,6 +98,15 @@ segment_of() {
 		"$(noshim stat -c %i "$1")"
 }
 
+# What the shim leaves of a file, seen from outside it: whether it keeps
+# an EOF record, whether a segment is left for it.
+left_behind() {
+	local rec=0 seg=0
+	noshim getfattr -n user.dioshim.eof "$1" >/dev/null 2>&1 && rec=1
+	[ -e "$(segment_of "$1")" ] && seg=1
+	echo "record=$rec segment=$seg"
+}
+
 # No segment may be left for a file once every writer has gone.
 assert_no_segment() {
 	local seg

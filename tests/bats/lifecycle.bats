@@ -519,6 +519,35 @@ stall_case() {
 	rm -f "$f" "$f.kernel"
 }
 
+@test "threads ending the process at once (exit, main's return, errx, quick_exit, an atexit handler's fork; exit beside libaio writes): every block, exact size, no record or segment (kernel alone as control)" {
+	local f=$SCRATCH_MNT/edges.exitrace how side i got want bad=0
+	for how in exit main errx quick fork aio; do
+		for side in noshim shim; do
+			for ((i = 0; i < 15; i++)); do
+				rm -f "$f"
+				if [ "$side" = shim ]; then
+					run timeout 60 env DIOSHIM_ENGAGE=always \
+						"$DIOSHIM" "$HELPERS/exitrace" "$f" "$how" 4 64
+				else
+					run timeout 60 env -u LD_PRELOAD \
+						"$HELPERS/exitrace" "$f" "$how" 4 64
+				fi
+				got="status=$status $(noshim "$HELPERS/exitrace" check "$f") $(left_behind "$f")"
+				# With aio the size is where the process ended.
+				want="status=0 size=262144 written=64 zero=0 wrong=0 record=0 segment=0"
+				[ "$how" != aio ] || want="status=0 size=* written=* zero=0 wrong=0 record=0 segment=0"
+				# shellcheck disable=SC2053
+				if [[ $got != $want ]]; then
+					echo "$how, $side, run $i: $got"
+					bad=1
+				fi
+			done
+		done
+	done
+	rm -f "$f"
+	[ "$bad" -eq 0 ]
+}
+
 @test "a vfork child appends through its parent's descriptor: three records in order, 12288 bytes" {
 	local f=$SCRATCH_MNT/edges.vfork
 	run timeout 60 env -u LD_PRELOAD "$HELPERS/p_edges" vforkwrite \
