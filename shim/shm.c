@@ -771,57 +771,46 @@ static int lifeline_open(uint64_t key)
  * process's lifeline, a guest's announcement).  F_WRLCK, F_UNLCK, or -1
  * when it cannot be read.
  */
+struct lock_query {
+	dev_t dev;
+	ino_t ino;
+	uint64_t byte;
+};
+
+/* 1 when a /proc/locks line holds a lock over the query's byte. */
+static int lock_line_covers(char *line, void *arg)
+{
+	const struct lock_query *q = arg;
+	char *tok[8], *save = NULL, *t;
+	unsigned maj, min;
+	unsigned long long ino;
+	int k = 0;
+
+	/* "N: KIND MODE RW PID MAJ:MIN:INO START END"; a waiter's line
+	 * ("N: -> ...") holds nothing */
+	for (t = strtok_r(line, " ", &save); t && k < 8;
+	     t = strtok_r(NULL, " ", &save))
+		tok[k++] = t;
+	return k == 8 && strcmp(tok[1], "->") &&
+	       sscanf(tok[5], "%x:%x:%llu", &maj, &min, &ino) == 3 &&
+	       makedev(maj, min) == q->dev && ino == q->ino &&
+	       q->byte >= strtoull(tok[6], NULL, 10) &&
+	       (!strcmp(tok[7], "EOF") ||
+		q->byte <= strtoull(tok[7], NULL, 10));
+}
+
 static int proc_locks_test(int fd, uint64_t byte)
 {
-	char buf[4096];
-	size_t have = 0;
+	struct lock_query q = { .byte = byte };
 	struct stat st;
-	int pfd, type = -1;
+	int found;
 
 	if (sys_fstat(fd, &st))
 		return -1;
-	pfd = sys_openat(AT_FDCWD, "/proc/locks", O_RDONLY | O_CLOEXEC, 0);
-	if (pfd < 0)
-		return -1;
-	type = F_UNLCK;
-	for (;;) {
-		ssize_t n = sys_read(pfd, buf + have, sizeof(buf) - 1 - have);
-		char *line = buf, *nl;
-
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
-			char *tok[8], *save = NULL, *t;
-			unsigned maj, min;
-			unsigned long long ino;
-			int k = 0;
-
-			*nl = '\0';
-			/* "N: KIND MODE RW PID MAJ:MIN:INO START END"; a
-			 * waiter's line ("N: -> ...") holds nothing */
-			for (t = strtok_r(line, " ", &save); t && k < 8;
-			     t = strtok_r(NULL, " ", &save))
-				tok[k++] = t;
-			if (k == 8 && strcmp(tok[1], "->") &&
-			    sscanf(tok[5], "%x:%x:%llu", &maj, &min, &ino) == 3 &&
-			    makedev(maj, min) == st.st_dev && ino == st.st_ino &&
-			    byte >= strtoull(tok[6], NULL, 10) &&
-			    (!strcmp(tok[7], "EOF") ||
-			     byte <= strtoull(tok[7], NULL, 10))) {
-				sys_close(pfd);
-				return F_WRLCK;
-			}
-			line = nl + 1;
-		}
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof(buf) - 1)
-			have = 0;
-	}
-	sys_close(pfd);
-	return type;
+	q.dev = st.st_dev;
+	q.ino = st.st_ino;
+	found = sys_each_line("/proc/locks", lock_line_covers, &q);
+	return found < 0 ? -1 : found ? F_WRLCK : F_UNLCK;
 }
 
 /* An OFD lock command on byte `byte` of fd: 0 or -1 for a set, the

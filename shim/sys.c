@@ -53,3 +53,43 @@ int sys_fstatfs_slow(int fd, struct statfs *sfs)
 	}
 	return 0;
 }
+
+/*
+ * fn(line, arg) for each line of a file (a /proc one: /proc/locks,
+ * /proc/self/maps), its newline made a '\0', until fn returns other than
+ * 0: that value, 0 when no line did, -1 when the file cannot be opened.
+ * Raw calls and a buffer on the stack: safe wherever the shim reads the
+ * program's memory.  A line longer than the buffer is skipped.
+ */
+int sys_each_line(const char *path, int (*fn)(char *line, void *arg),
+		  void *arg)
+{
+	char buf[4096];
+	size_t have = 0;
+	int fd = sys_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), ret = 0;
+
+	if (fd < 0)
+		return -1;
+	while (!ret) {
+		ssize_t n = sys_read(fd, buf + have, sizeof(buf) - 1 - have);
+		char *line = buf, *nl;
+
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		while (!ret &&
+		       (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = '\0';
+			ret = fn(line, arg);
+			line = nl + 1;
+		}
+		/* keep the part of a line the next read completes */
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0;
+	}
+	sys_close(fd);
+	return ret;
+}

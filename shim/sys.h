@@ -107,6 +107,8 @@ static inline int sys_statx(int dirfd, const char *path, int flags,
  * read is a tail it cannot cut, or words it cannot start.
  */
 int sys_fstat_slow(int fd, struct stat *st);
+int sys_each_line(const char *path, int (*fn)(char *line, void *arg),
+		  void *arg);
 int sys_fstatfs_slow(int fd, struct statfs *sfs);
 
 static inline int sys_fstat(int fd, struct stat *st)

@@ -35,6 +35,7 @@
  * shim rewrites appends): madvise(MADV_POPULATE_WRITE) asks.
  */
 #define _GNU_SOURCE
+#include "sys.h"
 #include "umem.h"
 
 #include <errno.h>
@@ -311,46 +312,24 @@ static bool page_readable(uintptr_t pg)
  * the file cannot be read.  Raw calls and a buffer on the stack: safe
  * wherever the shim reads the program's memory.
  */
+/* 1 + whether it may be written, when a maps line holds *arg. */
+static int maps_line_rights(char *line, void *arg)
+{
+	uintptr_t addr = *(const uintptr_t *)arg;
+	unsigned long lo, hi;
+	char perms[5];
+
+	if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3 || addr < lo ||
+	    addr >= hi)
+		return 0;
+	return 1 + (perms[1] == 'w');
+}
+
 static int maps_writable(uintptr_t addr)
 {
-	char buf[4096];
-	size_t have = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps",
-			      O_RDONLY | O_CLOEXEC);
-	int found = 0;
+	int r = sys_each_line("/proc/self/maps", maps_line_rights, &addr);
 
-	if (fd < 0)
-		return -1;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have,
-				    sizeof(buf) - 1 - have);
-		char *line = buf, *nl;
-
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
-			unsigned long lo, hi;
-			char perms[5];
-
-			*nl = '\0';
-			if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 &&
-			    addr >= lo && addr < hi) {
-				found = perms[1] == 'w' ? 1 : 0;
-				syscall(SYS_close, fd);
-				return found;
-			}
-			line = nl + 1;
-		}
-		/* keep the part of a line the next read completes */
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof(buf) - 1)
-			have = 0; /* a line longer than the buffer: skipped */
-	}
-	syscall(SYS_close, fd);
-	return found;
+	return r <= 0 ? r : r - 1;
 }
 
 /* Whether it can write there too: the page faulted in for writing, as
