@@ -50,6 +50,7 @@ static int lib_ready;
 static int lib_exiting;
 static pid_t exiting_tid; /* the thread that leaves the files, at exit */
 static pid_t exit_tid;    /* the thread that called exit first */
+static int lib_detached;  /* that thread has left the files */
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
 /* fork holds the table's lock from prepare to parent/child: a signal
@@ -199,6 +200,26 @@ __attribute__((constructor)) static void lib_constructor(void)
 	}
 }
 
+/*
+ * Another thread ends the process (exit_claim): wait while it leaves our
+ * files, a bounded job, and, when starting (the exit's atexit handlers
+ * run first), a second for it to begin.  Then go on: with the files left
+ * an exit_group of ours cuts nothing short, and a first thread that has
+ * not begun in a second may be waiting for this very one (an atexit
+ * handler that joins it), as glibc 2.36 lets it.
+ */
+static bool detach_wait(bool starting)
+{
+	static const struct timespec nap = { 0, 1000000 };
+	int waited = 0;
+
+	while (!__atomic_load_n(&lib_detached, __ATOMIC_ACQUIRE) &&
+	       (__atomic_load_n(&exiting_tid, __ATOMIC_ACQUIRE) ||
+		(starting && waited++ < 1000)))
+		nanosleep(&nap, NULL);
+	return __atomic_load_n(&lib_detached, __ATOMIC_ACQUIRE);
+}
+
 /* A process ends without closing its files: detach from every segment so
  * that the last one out trims the reserved tail (fio's jobs end in _exit). */
 static void lib_detach_all(void)
@@ -213,15 +234,15 @@ static void lib_detach_all(void)
 	if (config.disable || io_busy || vfork_child_slow())
 		return;
 	/* One thread leaves the files.  Another that ends the process
-	 * meanwhile (two threads failing at once, each calling exit) waits
-	 * for the first's exit_group rather than end the process under it,
-	 * half way through its cuts; the first thread coming back here
-	 * (exit's _exit after the destructor, a signal handler) goes on. */
+	 * meanwhile (two threads failing at once, each calling _exit) waits
+	 * until it has left them rather than end the process under it, half
+	 * way through its cuts; the first thread coming back here (exit's
+	 * _exit after the destructor, a signal handler) goes on. */
 	if (!__atomic_compare_exchange_n(&exiting_tid, &none, self, false,
 					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-		if (none == self)
-			return;
-		sys_wait_for_the_end();
+		if (none != self)
+			detach_wait(false);
+		return;
 	}
 	/* From here the other threads' calls wait (exec_wait). */
 	__atomic_store_n(&lib_exiting, 1, __ATOMIC_SEQ_CST);
@@ -229,6 +250,7 @@ static void lib_detach_all(void)
 	async_drain_all(true);
 	fdtable_release_all();
 	io_busy = 0;
+	__atomic_store_n(&lib_detached, 1, __ATOMIC_RELEASE);
 	errno = saved;
 }
 
@@ -257,23 +279,30 @@ EXPORT void _Exit(int status)
  * exit is not thread-safe in glibc 2.36: of two threads calling it at
  * once, the one that finds the handlers taken ends the process at once,
  * under the other's destructors — ours among them, half way through the
- * cuts of the reserved tails.  As glibc 2.41 does (and Rust's exit), the
- * first caller goes on and any later one waits for its end.  The paths
+ * cuts of the reserved tails.  The first caller goes on; a later one
+ * waits until the first has left the files (detach_wait).  The paths
  * that call exit inside libc are claimed at their start too: main's
  * return, and the err family.  (error() and argp's exits are not seen.)
  */
 static void exit_claim(void)
 {
-	pid_t none = 0, self;
+	pid_t owner = 0, self;
 
 	lib_ensure();
 	if (config.disable || vfork_child_slow())
 		return;
 	self = sys_gettid();
-	if (!__atomic_compare_exchange_n(&exit_tid, &none, self, false,
-					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
-	    none != self)
-		sys_wait_for_the_end();
+	if (__atomic_compare_exchange_n(&exit_tid, &owner, self, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ||
+	    owner == self)
+		return;
+	/* The owner has not begun in a second: one waiter takes its place,
+	 * the others wait for that one in turn. */
+	while (!detach_wait(true))
+		if (__atomic_compare_exchange_n(&exit_tid, &owner, self, false,
+						__ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			return;
 }
 
 EXPORT void exit(int status)

@@ -519,11 +519,14 @@ stall_case() {
 	rm -f "$f" "$f.kernel"
 }
 
-@test "threads ending the process at once (exit, main's return, errx, quick_exit, an atexit handler's fork; exit beside libaio writes): every block, exact size, no record or segment (kernel alone as control)" {
-	local f=$SCRATCH_MNT/edges.exitrace how side i got want bad=0
-	for how in exit main errx quick fork aio; do
+@test "threads ending the process at once (exit, main's return, errx, quick_exit, an atexit handler's fork or join; exit beside libaio writes): every block, exact size, no record or segment (kernel alone as control)" {
+	local f=$SCRATCH_MNT/edges.exitrace how side i runs got want bad=0
+	for how in exit main errx quick fork join aio; do
+		# (join: a second at each exit under the shim, exit_claim)
+		runs=15
+		[ "$how" != join ] || runs=5
 		for side in noshim shim; do
-			for ((i = 0; i < 15; i++)); do
+			for ((i = 0; i < runs; i++)); do
 				rm -f "$f"
 				if [ "$side" = shim ]; then
 					run timeout 60 env DIOSHIM_ENGAGE=always \

@@ -15,6 +15,9 @@
  *          exit's atexit handler forks a child that calls exit(0) itself,
  *          and waits for it (with every thread calling exit, glibc 2.36's
  *          child can find its exit lock taken: not the shim's to test)
+ *   join   the main thread calls exit(0), and the exit's atexit handler
+ *          tells the others to stop and joins them; each calls exit(0)
+ *          when told (glibc 2.36 lets one of them end the process)
  *   aio    one more thread goes on writing the blocks after BLOCKS with
  *          libaio (8 in flight, each block reaped before its number is
  *          used again) when the others call exit(0)
@@ -74,6 +77,19 @@ static void fork_at_exit(void)
 		waitpid(pid, NULL, 0);
 }
 
+static pthread_t writers[64];
+static long nwriters;
+static atomic_int stop;
+
+static void join_writers(void)
+{
+	long k;
+
+	atomic_store(&stop, 1);
+	for (k = 0; k < nwriters; k++)
+		pthread_join(writers[k], NULL);
+}
+
 static void *writer(void *arg)
 {
 	char *b;
@@ -89,9 +105,11 @@ static void *writer(void *arg)
 		}
 	}
 	pthread_barrier_wait(&meet);
-	/* arg: the main thread, the one that exits with "fork". */
+	/* arg: the main thread, the one that exits with "fork" and "join". */
 	while (!arg && !strcmp(how, "fork"))
 		pause();
+	while (!arg && !strcmp(how, "join") && !atomic_load(&stop))
+		usleep(1000);
 	leave();
 	return NULL;
 }
@@ -174,7 +192,7 @@ int main(int argc, char **argv)
 		return check(argv[2]);
 	if (argc != 5) {
 		fprintf(stderr,
-			"usage: exitrace FILE exit|main|errx|quick|fork|aio THREADS BLOCKS\n");
+			"usage: exitrace FILE exit|main|errx|quick|fork|join|aio THREADS BLOCKS\n");
 		return 2;
 	}
 	how = argv[2];
@@ -185,6 +203,10 @@ int main(int argc, char **argv)
 		return 2;
 	if (!strcmp(how, "fork"))
 		atexit(fork_at_exit);
+	if (!strcmp(how, "join"))
+		atexit(join_writers);
+	if (threads > 64)
+		return 2;
 	fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
 	if (fd < 0) {
 		perror(argv[1]);
@@ -193,7 +215,7 @@ int main(int argc, char **argv)
 	/* The main thread is one of the writers. */
 	pthread_barrier_init(&meet, NULL, (unsigned)(threads + aio));
 	for (k = 1; k < threads; k++)
-		if (pthread_create(&t, NULL, writer, NULL))
+		if (pthread_create(&writers[nwriters++], NULL, writer, NULL))
 			return 1;
 	if (aio && pthread_create(&t, NULL, aio_writer, NULL))
 		return 1;
