@@ -261,6 +261,13 @@ watch_wal() {
 			# Gone meanwhile, or a zombie: no map to judge by.
 			maps=$(cat "/proc/$p/maps" 2>/dev/null) || continue
 			[ -n "$maps" ] || continue
+			# maps is read a page at a time: a process ending
+			# between two reads gives the first part only.  Read
+			# again; ended meanwhile, it is not judged.
+			if [[ $maps != */libdioshim.so* ]]; then
+				maps=$(cat "/proc/$p/maps" 2>/dev/null) || continue
+				[ -n "$maps" ] || continue
+			fi
 			seen[$p]=1
 			case $maps in
 			*/libdioshim.so*) echo "$p with" ;;
