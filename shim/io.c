@@ -40,8 +40,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/fs.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -344,6 +346,9 @@ static ssize_t write_as_is(struct shim_file *f, const struct io_req *r,
 	if (append && atomic_load_explicit(&f->seg->exact,
 					   memory_order_relaxed))
 		return append_one_at_a_time(f, r, err);
+	/* Anywhere, for all the shim knows: no reserved block is known
+	 * untouched until the size is cut again. */
+	touched_raise(f->seg, INT64_MAX);
 	ret = real_write_call(r);
 	*err = errno;
 	return ret;
@@ -863,6 +868,95 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 	return ret;
 }
 
+/*
+ * Whether the filesystem takes a zero range on f: XFS always, ext4 on a
+ * file mapped by extents (not one converted from ext3), anything else
+ * once the kernel has taken one there.
+ */
+static bool zero_range_known(struct shim_file *f, int fd)
+{
+	int attr = 0;
+
+	if (atomic_load_explicit(&f->zero_range_ok, memory_order_relaxed))
+		return true;
+	if (f->fs_bit == CONFIG_FS_XFS ||
+	    (f->fs_bit == CONFIG_FS_EXT4 &&
+	     syscall(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
+	     (attr & FS_EXTENT_FL))) {
+		atomic_store_explicit(&f->zero_range_ok, true,
+				      memory_order_relaxed);
+		return true;
+	}
+	return false;
+}
+
+/* What a call that grows the file or zeroes past it asks of the kernel
+ * (kernel_would_take). */
+#define TAKE_ZERO 1u /* a zero range */
+#define TAKE_TRUNCATE 2u /* a truncate */
+
+/*
+ * Whether a call that changes the file may be answered without the
+ * kernel: one the kernel would take as it stands.  It refuses anything
+ * on an immutable file, a zero range or a truncate on an append-only
+ * one, a zero range where the filesystem has none (tmpfs; ext4 without
+ * extents: the shim knows once the kernel has taken one on this file);
+ * and it drops the set-user-ID and set-group-ID bits of a file it
+ * changes, which only it can do.  One statx: no lock, no drain.
+ */
+static bool kernel_would_take(struct shim_file *f, int fd, unsigned what)
+{
+	struct statx stx;
+
+	if ((what & TAKE_ZERO) && !zero_range_known(f, fd))
+		return false;
+	if (sys_statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
+		      STATX_MODE, &stx))
+		return false;
+	if (stx.stx_attributes & STATX_ATTR_IMMUTABLE ||
+	    (what && (stx.stx_attributes & STATX_ATTR_APPEND)))
+		return false;
+	return !(stx.stx_mode & (S_ISUID | S_ISGID));
+}
+
+/*
+ * ftruncate growing the file past eof, answered without the kernel: the
+ * size moves (WTX_GROW, as a fallocate's), and the blocks under it are
+ * the reservation's, allocated, so the writes that come into them are
+ * overwrites, not writes into a hole.  Only while nothing is written or
+ * claimed past eof (the kernel alone would drain it first), inside a
+ * reservation, for a truncate the kernel would take.  False: not
+ * served, nothing changed.
+ */
+static bool ftruncate_grow(struct shim_file *f, int fd, uint64_t len)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct dioshim_shard *sh;
+	struct rlimit rl;
+	uint64_t eof;
+	struct wtx t;
+	bool served;
+
+	/* Past the limit the kernel sends SIGXFSZ. */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    len > rl.rlim_cur)
+		return false;
+	sh = inflight_enter_fd(f, fd);
+	if (!sh)
+		return false;
+	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	if (len <= eof || !kernel_would_take(f, fd, TAKE_TRUNCATE)) {
+		inflight_exit(sh);
+		return false;
+	}
+	wtx_claim(&t, f, fd, WTX_GROW, eof, len - eof, 0);
+	served = t.res == RESERVE_OK && fresh_from(seg, t.held_from) <= eof &&
+		 atomic_load(&seg->eof) == eof;
+	wtx_settle(&t, fd, served ? 0 : -1);
+	inflight_exit(sh);
+	return served;
+}
+
 int io_ftruncate(struct ofd *o, int fd, off_t len)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
@@ -877,6 +971,13 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		return real_ftruncate(fd, len);
 
 	guard_enter(&g, false);
+	if ((uint64_t)len > atomic_load_explicit(&seg->eof,
+						 memory_order_acquire) &&
+	    !(flags & O_PATH) && ftruncate_grow(f, fd, (uint64_t)len)) {
+		ret = 0;
+		err = 0;
+		goto out;
+	}
 	if (!barrier_raise_fd(f, fd)) {
 		ret = real_ftruncate(fd, len);
 		err = errno;
@@ -905,6 +1006,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		atomic_store(&seg->phys, (uint64_t)len);
 		atomic_store(&seg->eof, (uint64_t)len);
 		atomic_store(&seg->tail, (uint64_t)len);
+		atomic_store(&seg->touched, (uint64_t)len);
 		atomic_store(&seg->async_end, 0);
 		if (atomic_load(&seg->synced_eof) > (uint64_t)len)
 			atomic_store(&seg->synced_eof, (uint64_t)len);
@@ -990,6 +1092,179 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	return ret;
 }
 
+static bool fallocate_failed(int ret, bool posix)
+{
+	return posix ? ret != 0 : ret < 0;
+}
+
+/*
+ * The part of [off, end) — inside phys, the file's writes entered — that
+ * the kernel must still do: up to where the untouched reserved blocks
+ * begin (from, fresh_from).  Those are allocated and read as zeros; a
+ * zero range or an allocation there has nothing to change.  off when
+ * none, end when all (the call cannot be answered without the kernel).
+ */
+static uint64_t kernel_part_end(struct shim_file *f, int fd, int mode,
+				uint64_t off, uint64_t end, uint64_t from)
+{
+	if (!kernel_would_take(f, fd,
+			       mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0))
+		return end;
+	if (from <= off)
+		return off;
+	return from < end ? from : end;
+}
+
+/*
+ * fallocate or zero [off, kend) through the kernel without moving its
+ * size, holding the range as a write does if it changes data; learns
+ * whether the file takes a zero range.
+ */
+static int fallocate_kept(struct shim_file *f, int fd, int mode, uint64_t off,
+			  uint64_t kend, bool posix, int *err)
+{
+	struct rangelock rl = { .active = false };
+	bool data = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	int ret;
+
+	if (data)
+		rangelock_write(f, off, kend - off, &rl);
+	ret = call_fallocate(fd, mode | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			     (off_t)(kend - off), posix);
+	*err = errno;
+	rangelock_write_done(f, &rl);
+	if ((mode & FALLOC_FL_ZERO_RANGE) && !fallocate_failed(ret, posix))
+		atomic_store_explicit(&f->zero_range_ok, true,
+				      memory_order_relaxed);
+	return ret;
+}
+
+/*
+ * Allocation or zeroing past eof that keeps the size (KEEP_SIZE, with
+ * ZERO_RANGE or alone): what the reservation holds untouched is answered
+ * as it is; past phys the reservation grows over it first, as for an
+ * append.  The blocks are the application's: the trim keeps them.
+ */
+static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
+			   uint64_t end, bool posix, int *err)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct dioshim_shard *sh = inflight_enter_fd(f, fd);
+	enum reserve_result res = RESERVE_OK;
+	uint64_t kend;
+	int ret;
+
+	if (!sh)
+		return -2;
+	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
+		res = reserve_extend(f, fd, off, end);
+	if (res == RESERVE_OK) {
+		kend = kernel_part_end(f, fd, mode, off, end,
+				       fresh_from(seg, atomic_load(&seg->tail)));
+		ret = kend > off ? fallocate_kept(f, fd, mode, off, kend, posix,
+						  err)
+				 : 0;
+	} else {
+		ret = fallocate_kept(f, fd, mode, off, end, posix, err);
+		if (res == RESERVE_EXACT)
+			reserve_exact_done(f, fd);
+	}
+	inflight_exit(sh);
+	if (!fallocate_failed(ret, posix))
+		keep_note(f, off, end);
+	return ret;
+}
+
+/* Punch, zero, unshare or allocate without a change of size. */
+static int fallocate_in_place(struct shim_file *f, int fd, int mode,
+			      uint64_t off, uint64_t end, bool posix, int *err)
+{
+	struct dioshim_seg *seg = f->seg;
+	bool data = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
+	struct rangelock rl = { .active = false };
+	int ret;
+
+	if ((mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) == 0 &&
+	    (mode & FALLOC_FL_KEEP_SIZE) &&
+	    end > atomic_load_explicit(&seg->eof, memory_order_acquire)) {
+		ret = fallocate_ahead(f, fd, mode, off, end, posix, err);
+		if (ret != -2)
+			return ret;
+	}
+	/* A punch past eof: the reserved blocks there are not untouched. */
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		touched_raise(seg, end);
+	if (data)
+		rangelock_write(f, off, end - off, &rl);
+	ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off), posix);
+	*err = errno;
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		prefill_forget(f, off, end - off);
+	if (data && !fallocate_failed(ret, posix))
+		punch_note(seg, off, end);
+	rangelock_write_done(f, &rl);
+	if ((mode & FALLOC_FL_ZERO_RANGE) && !fallocate_failed(ret, posix))
+		atomic_store_explicit(&f->zero_range_ok, true,
+				      memory_order_relaxed);
+	if ((mode & FALLOC_FL_KEEP_SIZE) && !(mode & FALLOC_FL_PUNCH_HOLE) &&
+	    !fallocate_failed(ret, posix) &&
+	    end > atomic_load_explicit(&seg->eof, memory_order_acquire))
+		keep_note(f, off, end);
+	return ret;
+}
+
+/*
+ * mode 0 (posix_fallocate) or ZERO_RANGE past eof: the logical size grows
+ * to end, claimed as a write is (WTX_GROW, holding [.., end) in the tail
+ * so that no append lands inside it).  Inside the reservation only the
+ * part some write touched reaches the kernel, which then keeps its size;
+ * past it, none could be made, and the kernel grows the file itself.
+ */
+static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
+			  uint64_t end, bool posix, int *err)
+{
+	struct dioshim_seg *seg = f->seg;
+	struct dioshim_shard *sh = inflight_enter_fd(f, fd);
+	uint64_t kend, from;
+	struct wtx t;
+	int ret;
+
+	if (!sh) {
+		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
+				     posix);
+		*err = errno;
+		return ret;
+	}
+	wtx_claim(&t, f, fd, WTX_GROW, off, end - off, 0);
+	if (t.res == RESERVE_OK) {
+		from = fresh_from(seg, t.held_from);
+		if (from > atomic_load(&seg->eof)) {
+			/* Writes past eof in flight (or failed there): the
+			 * kernel alone would drain them before the size
+			 * moves over them; so does the shim. */
+			wtx_settle(&t, fd, -1);
+			inflight_exit(sh);
+			return fallocate_quiesced(f, fd, mode, (off_t)off,
+						  (off_t)(end - off), posix,
+						  err);
+		}
+		kend = kernel_part_end(f, fd, mode, off, end, from);
+		ret = kend > off ? fallocate_kept(f, fd, mode, off, kend, posix,
+						  err)
+				 : 0;
+	} else {
+		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
+				     posix);
+		*err = errno;
+		if (mode & FALLOC_FL_ZERO_RANGE && !fallocate_failed(ret, posix))
+			atomic_store_explicit(&f->zero_range_ok, true,
+					      memory_order_relaxed);
+	}
+	wtx_settle(&t, fd, fallocate_failed(ret, posix) ? -1 : 0);
+	inflight_exit(sh);
+	return ret;
+}
+
 static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
 			  off_t len, bool posix)
 {
@@ -998,74 +1273,30 @@ static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
 			  FALLOC_FL_INSERT_RANGE | FALLOC_FL_UNSHARE_RANGE;
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
-	struct dioshim_seg *seg = f->seg;
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
-	struct dioshim_shard *sh;
 	uint64_t end;
 	struct guard g;
-	struct wtx t;
 	int ret, err = 0;
-	bool failed;
 
 	if (off < 0 || len <= 0 || (flags & O_ACCMODE) == O_RDONLY ||
+	    (flags & O_PATH) ||
 	    (uint64_t)off > (uint64_t)INT64_MAX - (uint64_t)len)
 		return call_fallocate(fd, mode, off, len, posix);
 	end = (uint64_t)off + (uint64_t)len;
 
+	guard_enter(&g, !posix);
 	if ((mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known)) ||
 	    ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
-	     end <= atomic_load_explicit(&seg->eof, memory_order_acquire))) {
-		/* Allocation, punch, zero or unshare, or growth inside eof:
-		 * no size the application sees changes.  A punch or a zero
-		 * changes data: it locks its range as a write does.  Blocks
-		 * allocated past eof are the application's: the trim must
-		 * keep them. */
-		struct rangelock rl = { .active = false };
-		bool data = mode & (FALLOC_FL_PUNCH_HOLE |
-				    FALLOC_FL_ZERO_RANGE);
-
-		guard_enter(&g, !posix);
-		if (data)
-			rangelock_write(f, (uint64_t)off, (uint64_t)len, &rl);
-		ret = call_fallocate(fd, mode, off, len, posix);
-		err = errno;
-		if (mode & FALLOC_FL_PUNCH_HOLE)
-			prefill_forget(f, (uint64_t)off, (uint64_t)len);
-		if (data && !(posix ? ret != 0 : ret < 0))
-			punch_note(seg, (uint64_t)off, end);
-		rangelock_write_done(f, &rl);
-		if ((mode & FALLOC_FL_KEEP_SIZE) &&
-		    !(mode & FALLOC_FL_PUNCH_HOLE) && ret == 0 &&
-		    end > atomic_load_explicit(&seg->eof,
-					       memory_order_acquire))
-			keep_note(f, (uint64_t)off, end);
-		guard_exit(&g, posix ? 0 : ret, err);
-		return ret;
-	}
-
-	guard_enter(&g, !posix);
-	if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0) {
+	     end <= atomic_load_explicit(&f->seg->eof, memory_order_acquire)))
+		/* No size the application sees changes.  Blocks allocated
+		 * past eof are the application's: the trim must keep them. */
+		ret = fallocate_in_place(f, fd, mode, (uint64_t)off, end, posix,
+					 &err);
+	else if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0)
 		ret = fallocate_quiesced(f, fd, mode, off, len, posix, &err);
-		goto out;
-	}
-	/* mode 0 or ZERO_RANGE past eof: the logical size grows to end. */
-	sh = inflight_enter_fd(f, fd);
-	if (!sh) {
-		ret = call_fallocate(fd, mode, off, len, posix);
-		err = errno;
-		goto out;
-	}
-	wtx_claim(&t, f, fd, WTX_GROW, (uint64_t)off, (uint64_t)len, 0);
-	/* Inside the reservation the kernel's size need not move; past it
-	 * (none could be made) the kernel extends, under ext_lock. */
-	ret = call_fallocate(fd, t.res == RESERVE_OK ? mode | FALLOC_FL_KEEP_SIZE
-						   : mode,
-			     off, len, posix);
-	err = errno;
-	failed = posix ? ret != 0 : ret < 0;
-	wtx_settle(&t, fd, failed ? -1 : 0);
-	inflight_exit(sh);
-out:
+	else
+		ret = fallocate_grow(f, fd, mode, (uint64_t)off, end, posix,
+				     &err);
 	/* posix_fallocate returns its error and leaves errno alone. */
 	guard_exit(&g, posix ? 0 : ret, err);
 	return ret;

@@ -100,6 +100,8 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 	seg->mnt_id = mnt;
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
+	/* Nothing is reserved: every block past the size is new. */
+	atomic_store(&seg->touched, (uint64_t)st.st_size);
 	atomic_store(&seg->phys, (uint64_t)st.st_size);
 	atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
 	atomic_store(&seg->recorded_eof, 0);
@@ -244,6 +246,7 @@ static void guests_wait(struct shim_file *f, int fd)
 	if (gone && !sys_fstat(fd, &st)) {
 		atomic_store(&seg->eof, (uint64_t)st.st_size);
 		atomic_store(&seg->tail, (uint64_t)st.st_size);
+		atomic_store(&seg->touched, (uint64_t)st.st_size);
 		atomic_store(&seg->phys, (uint64_t)st.st_size);
 		atomic_store(&seg->synced_eof, (uint64_t)st.st_size);
 		reserve_charge(seg);

@@ -304,7 +304,9 @@ bool recover_words(struct dioshim_seg *seg, int fd)
 		eof = data < size ? data : size;
 	atomic_store(&seg->phys, size);
 	atomic_store(&seg->eof, eof);
-	/* Nobody is writing: no append holds a claim past eof. */
+	/* Nobody is writing: no append holds a claim past eof.  What the
+	 * dead claimed there is not untouched (fresh_from). */
+	touched_raise(seg, atomic_load(&seg->tail) & ~DIOSHIM_TAIL_CLOSED);
 	atomic_store(&seg->tail, eof);
 	if (atomic_load(&seg->synced_eof) > eof)
 		atomic_store(&seg->synced_eof, eof);

@@ -190,6 +190,8 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 			 (unsigned long long)phys);
 		phys = (uint64_t)st.st_size;
 		atomic_store(&seg->phys, phys);
+		/* Whatever moved it may have written there. */
+		touched_raise(seg, phys);
 	}
 	if (end <= phys)
 		return RESERVE_OK;
@@ -632,6 +634,8 @@ void reserve_resync(struct shim_file *f, int fd)
 	atomic_store(&seg->phys, (uint64_t)st.st_size);
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
+	/* Nothing reserved: every block past the size is new. */
+	atomic_store(&seg->touched, (uint64_t)st.st_size);
 	reserve_charge(f->seg);
 }
 

@@ -256,6 +256,25 @@ static inline uint64_t word_max(_Atomic uint64_t *w, uint64_t v)
  */
 extern void (*publish_poll)(void);
 
+/*
+ * Where the untouched reserved blocks begin: [fresh_from, phys) are
+ * allocated by the reservation, and nothing wrote or punched them since
+ * nor is claimed there in flight (appends below tail, other writes below
+ * touched).  tail: the tail as the caller read it (before a hold of its
+ * own, wtx.h).  UINT64_MAX while appends move (the tail is closed).
+ */
+static inline uint64_t fresh_from(struct dioshim_seg *seg, uint64_t tail)
+{
+	uint64_t eof = atomic_load(&seg->eof);
+	uint64_t touched = atomic_load(&seg->touched);
+
+	if (tail & DIOSHIM_TAIL_CLOSED)
+		return UINT64_MAX;
+	if (tail > eof)
+		eof = tail;
+	return touched > eof ? touched : eof;
+}
+
 /* tail = max(tail, end), for writes at explicit offsets. */
 static inline void tail_advance(struct dioshim_seg *seg, uint64_t end)
 {

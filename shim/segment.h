@@ -41,6 +41,10 @@ struct shim_file {
 	/* Its first exact append waited for the lone writers' lockless
 	 * appends (shm.h append_lockless_drain): none can start since. */
 	bool lockless_drained;
+	/* The kernel has taken a FALLOC_FL_ZERO_RANGE on this file: it
+	 * supports them (tmpfs, ext4 without extents do not), so one over
+	 * untouched reserved blocks may be answered without it (io.c). */
+	_Atomic bool zero_range_ok;
 	/* The last close (or exit) is taking it away: LEAVING while our
 	 * writes still in flight drain (new ones wait, then go to the
 	 * kernel as they are), GONE once detached. */
@@ -305,5 +309,20 @@ bool segment_gc_file_gone(const char *segpath, const struct dioshim_fh *fh);
  * and recovery); NULL with errno on failure.  Unmap with segment_unmap. */
 struct dioshim_seg *segment_map_path(const char *path, bool writable);
 void segment_unmap(struct dioshim_seg *seg);
+
+/*
+ * A write at its own offset, or a punch, of [.., end) past eof: the
+ * reserved blocks up to end are no longer known untouched.  Raised
+ * before the kernel's call (seq_cst: a grower that does not see it is
+ * ordered before the write), a load when it need not move.
+ */
+static inline void touched_raise(struct dioshim_seg *seg, uint64_t end)
+{
+	uint64_t cur = atomic_load_explicit(&seg->touched, memory_order_relaxed);
+
+	while (end > cur &&
+	       !atomic_compare_exchange_weak(&seg->touched, &cur, end))
+		;
+}
 
 #endif

@@ -127,6 +127,13 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 	t->off = off;
 	/* A range past the largest size: the kernel refuses it. */
 	t->end = off <= (uint64_t)INT64_MAX - len ? off + len : off;
+	/* A write past eof: the reserved blocks it lands on are not
+	 * untouched any more (fresh_from), from before the kernel sees it
+	 * until the size is cut again.  Inside eof nothing to say: eof
+	 * only grows while it is in flight. */
+	if (kind == WTX_AT && t->end > off &&
+	    t->end > atomic_load_explicit(&seg->eof, memory_order_acquire))
+		touched_raise(seg, t->end);
 	if (t->end == off || (how & WTX_REENTRANT))
 		return WTX_GO;
 	/* A queued write past the tail holds its range there while in
@@ -134,9 +141,13 @@ enum wtx_claimed wtx_claim(struct wtx *t, struct shim_file *f, int fd,
 	 * land after it (ext4 alone makes an extending one inside the
 	 * call).  A call holds nothing: an append racing it is a race with
 	 * the kernel alone too, and one killed in it must leave the next
-	 * append at the size. */
-	if (kind == WTX_AT && (how & WTX_QUEUED) &&
-	    !(how & (WTX_REFUSED | WTX_NOHOLD | WTX_NOWAIT)))
+	 * append at the size.  A growth (fallocate past eof) holds its
+	 * range too: an append claimed beside it goes after it, as after
+	 * the kernel's; killed in it, the appends after it pass over it
+	 * as over a dead writer's, and the size covers it, done. */
+	if ((kind == WTX_AT && (how & WTX_QUEUED) &&
+	     !(how & (WTX_REFUSED | WTX_NOHOLD | WTX_NOWAIT))) ||
+	    kind == WTX_GROW)
 		tail_hold(t);
 	phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
 	if (t->end > phys) {
@@ -280,6 +291,10 @@ int wtx_settle(struct wtx *t, int fd, int64_t res)
 		/* A re-entrant append moves the size without waiting for
 		 * the appends before it: they may be its own thread's. */
 		moved = eof_advance(seg, reach);
+		/* Appends claimed past a held range wait for eof to reach
+		 * them: carry it on over those done, and wake the rest. */
+		if (moved && t->held_from < t->end)
+			eof_publish_at(seg, reach, reach);
 		if (moved && t->kind == WTX_GROW)
 			/* The size grew with no data under it: recovery
 			 * from the record would not find it, so the next

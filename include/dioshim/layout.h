@@ -35,14 +35,14 @@
 
 #define DIOSHIM_SEG_MAGIC 0x314d485343494f44ULL /* "DIOSCHM1" */
 #define DIOSHIM_HINT_MAGIC 0x544e4948534f4944ULL /* "DIOSHINT" */
-#define DIOSHIM_LAYOUT_VERSION 7u
+#define DIOSHIM_LAYOUT_VERSION 8u
 #define DIOSHIM_CACHELINE 64
 
 #define DIOSHIM_SEG_PREFIX "dioshim."
 /* One hint per layout version (bumped with it): a process of another
  * version that finds the name never takes the hint for broken, which
  * would cost it a look for segments at every call. */
-#define DIOSHIM_HINT_PREFIX "dioshim-hint7."
+#define DIOSHIM_HINT_PREFIX "dioshim-hint8."
 /* a group's directory: segments of its group-writable files, its hint */
 #define DIOSHIM_GROUP_PREFIX "dioshim-g"
 
@@ -239,7 +239,13 @@ struct dioshim_seg {
 	 * finds its own mount here after its users were killed knows the
 	 * filesystem did not go down meanwhile (recover_hint.live). */
 	uint64_t mnt_id;
-	uint64_t size_pad[1];
+	/* The furthest end of any write at its own offset, or punch, that
+	 * went past eof (raised before the kernel's call, kept while it is in
+	 * flight): [max(eof, tail, touched), phys) is reserved blocks that
+	 * nothing has written since they were reserved — allocated, reading
+	 * as zeros — where a fallocate that grows the file has nothing to do
+	 * in the kernel.  Only grows, but under the barrier. */
+	DIOSHIM_ATOMIC(uint64_t) touched;
 
 	/* Reservation policy state: only under ext_lock. */
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));

@@ -96,7 +96,7 @@ segs() { grep '^#seg' "$1" | awk '{ printf "%s", $2 } END { print "" }'; }
 # The generation the hint counts segment creations with (0: no hint).
 hint_gen() {
 	local h
-	h=$DIOSHIM_SHM_DIR/dioshim-hint7.$(id -u)
+	h=$DIOSHIM_SHM_DIR/dioshim-hint8.$(id -u)
 	if [ -f "$h" ]; then
 		od -An -t u8 -j 72 -N 8 "$h" | tr -d ' '
 	else

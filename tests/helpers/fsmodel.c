@@ -283,6 +283,74 @@ static void op_fallocate(void)
 	}
 }
 
+/*
+ * Growth past the end, as programs make it: a zero range (qcow2's
+ * clusters), mode 0 (InnoDB), KEEP_SIZE ahead (RocksDB), ftruncate up
+ * (Seastar), at the end or past a gap; half the time with a queued
+ * write in flight beside it, anywhere, reaped after (the kernel alone
+ * drains it first: the model applies it first), and now and then a
+ * write into what it grew.
+ */
+static void op_grow(void)
+{
+	static const int modes[] = {
+		FALLOC_FL_ZERO_RANGE, 0, FALLOC_FL_KEEP_SIZE,
+		FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+		-1, /* ftruncate */
+	};
+	int mode = modes[below(sizeof(modes) / sizeof(modes[0]))];
+	uint64_t off = below(2) ? msz : (msz + BS - 1) / BS * BS + BS * below(8);
+	uint64_t len = BS * (1 + below(16)), woff = 0, wlen = 0, end;
+	struct iocb io, *p = &io;
+	struct io_event ev;
+	bool racing = below(2);
+	long long r, w = 0;
+
+	end = off + len;
+	if (end > MAXSZ)
+		return;
+	if (racing) {
+		pick(true, &woff, &wlen, MAXSZ);
+		fill(cmpbuf, wlen);
+		io_prep_pwrite(&io, dfd, cmpbuf, wlen, (long long)woff);
+		if (io_submit(actx, 1, &p) != 1)
+			fail("io_submit");
+	}
+	r = mode < 0 ? rv(ftruncate(bfd, (off_t)end))
+		     : rv(fallocate(bfd, mode, (off_t)off, (off_t)len));
+	if (racing) {
+		if (io_getevents(actx, 1, 1, &ev, NULL) != 1)
+			fail("io_getevents");
+		w = (long long)(long)ev.res;
+		printf("aio_write %llu %llu -> %lld, beside: ",
+		       (unsigned long long)woff, (unsigned long long)wlen, w);
+		if (w > 0)
+			m_write(woff, cmpbuf, (uint64_t)w);
+	}
+	printf("grow %d %llu %llu -> %lld\n", mode, (unsigned long long)off,
+	       (unsigned long long)len, r);
+	if (r)
+		return;
+	if (mode < 0)
+		m_size(end);
+	else if (!(mode & FALLOC_FL_KEEP_SIZE) && end > msz)
+		msz = end;
+	if ((mode & FALLOC_FL_ZERO_RANGE) && off < msz)
+		memset(model + off, 0, (end < msz ? end : msz) - off);
+	if (below(2) && end > off + BS) {
+		uint64_t at = (off + BS - 1) / BS * BS;
+
+		if (at + BS <= end) {
+			fill(buf, BS);
+			r = rv(pwrite(dfd, buf, BS, (off_t)at));
+			printf("dio_write %llu %u -> %lld\n",
+			       (unsigned long long)at, BS, r);
+			if (r > 0)
+				m_write(at, buf, (uint64_t)r);
+		}
+	}
+}
+
 /* buf[0, len) as two iovecs, split at a block (XFS answers EIO to some
  * direct vectored reads across the end with sub-block pieces). */
 static void split(uint64_t len)
@@ -515,8 +583,7 @@ int main(int argc, char **argv)
 	ops = atol(argv[3]);
 	model = calloc(1, MAXSZ + IOMAX);
 	src = malloc(SRCSZ);
-	cmpbuf = malloc(IOMAX);
-	if (!model || !src || !cmpbuf ||
+	if (!model || !src || posix_memalign((void **)&cmpbuf, BS, IOMAX) ||
 	    posix_memalign((void **)&buf, BS, IOMAX) || io_setup(4, &actx) ||
 	    io_uring_queue_init(4, &ring, 0))
 		return 2;
@@ -570,6 +637,7 @@ int main(int argc, char **argv)
 			printf("reopen\n");
 			check_size();
 			break;
+		case 19: op_grow(); break;
 		default: op_buf_read(); break;
 		}
 	}

@@ -9,6 +9,9 @@
  *   punch OFF LEN  fallocate(PUNCH_HOLE|KEEP_SIZE)
  *   zero OFF LEN   fallocate(ZERO_RANGE|KEEP_SIZE)
  *   grow LEN       fallocate(0, 0, LEN): the size grows without data
+ *   zgrow LEN | kgrow LEN | tgrow LEN   the size grows by LEN past the
+ *                  size fstat gives: fallocate(ZERO_RANGE), fallocate
+ *                  (KEEP_SIZE: it does not), ftruncate
  *   dsync LEN      append LEN bytes as "a" does, through a second
  *                  descriptor opened O_DSYNC|O_DIRECT (kept for the
  *                  next ones): prints "synced SIZE", the write durable
@@ -127,6 +130,24 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			printf("grow %lld\n", len);
+		} else if ((!strcmp(op, "zgrow") || !strcmp(op, "kgrow") ||
+			    !strcmp(op, "tgrow")) && i + 1 < argc) {
+			long long len = num(argv[++i]);
+			int r;
+
+			if (fstat(fd, &st))
+				return 1;
+			if (op[0] == 't')
+				r = ftruncate(fd, st.st_size + len);
+			else
+				r = fallocate(fd, op[0] == 'z' ? FALLOC_FL_ZERO_RANGE
+							      : FALLOC_FL_KEEP_SIZE,
+					      st.st_size, len);
+			if (r) {
+				perror(op);
+				return 1;
+			}
+			printf("%s %lld at %lld\n", op, len, (long long)st.st_size);
 		} else if (!strcmp(op, "fsync") || !strcmp(op, "fdatasync")) {
 			if ((op[1] == 's' ? fsync(fd) : fdatasync(fd)) ||
 			    fstat(fd, &st)) {
