@@ -25,6 +25,7 @@
 #include "async.h"
 #include "commit.h"
 #include "config.h"
+#include "gap.h"
 #include "inflight.h"
 #include "log.h"
 #include "prefill.h"
@@ -920,6 +921,24 @@ static bool kernel_would_take(struct shim_file *f, int fd, unsigned what)
 }
 
 /*
+ * The size grew from eof0 over [.., end), the program asking for blocks
+ * in [off, end) (none: off == end): what lies between is a gap (gap.h).
+ * locked: ext_lock is held already (an exact growth).
+ */
+static void grew(struct dioshim_seg *seg, uint64_t eof0, uint64_t off,
+		 uint64_t end, bool locked)
+{
+	bool recovered;
+
+	if (!locked && !seg_lock(&seg->ext_lock, &recovered))
+		return;
+	gap_take(seg, off, end);
+	gap_note(seg, eof0, off < end ? off : end);
+	if (!locked)
+		seg_unlock(&seg->ext_lock);
+}
+
+/*
  * ftruncate growing the file past eof, answered without the kernel: the
  * size moves (WTX_GROW, as a fallocate's), and the blocks under it are
  * the reservation's, allocated, so the writes that come into them are
@@ -954,6 +973,8 @@ static bool ftruncate_grow(struct shim_file *f, int fd, uint64_t len)
 		 atomic_load(&seg->eof) == eof;
 	wtx_settle(&t, fd, served ? 0 : -1);
 	inflight_exit(sh);
+	if (served)
+		grew(seg, eof, len, len, false);
 	return served;
 }
 
@@ -965,6 +986,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
 	bool locked, recovered;
 	struct guard g;
+	uint64_t eof0;
 	int ret, err;
 
 	if (len < 0 || (flags & O_ACCMODE) == O_RDONLY)
@@ -988,9 +1010,15 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 	 * leave words that put the next append behind a hole: the mark makes
 	 * whoever takes the barrier over recompute them. */
 	barrier_changing(f);
+	eof0 = atomic_load(&seg->eof);
 	ret = real_ftruncate(fd, len);
 	err = errno;
 	if (ret == 0) {
+		/* Growing, it kept the reserved blocks under the new size. */
+		if ((uint64_t)len > eof0)
+			gap_note(seg, eof0, (uint64_t)len);
+		else
+			gap_clip(seg, (uint64_t)len);
 		/* No writer is in flight: the words can move down.  The
 		 * reservation went with the kernel's truncate; so must its
 		 * record, lest recovery cut a size set here. */
@@ -1002,7 +1030,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		if ((uint64_t)len >= atomic_load(&seg->eof))
 			keep_restore(f, fd, (uint64_t)len);
 		else
-			seg->keep_lo = seg->keep_hi = 0;
+			keep_clear(seg);
 		atomic_store(&seg->phys, (uint64_t)len);
 		atomic_store(&seg->eof, (uint64_t)len);
 		atomic_store(&seg->tail, (uint64_t)len);
@@ -1056,6 +1084,7 @@ bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q)
 	q->locked = seg_lock(&f->seg->ext_lock, &recovered);
 	barrier_changing(f); /* as in io_ftruncate */
 	reserve_trim(f, fd);
+	gap_clear(f->seg); /* data moves */
 	/* Blocks moved or written behind the write path: the bitmap of
 	 * prefilled, never written blocks means nothing now. */
 	prefill_forget_all(f);
@@ -1206,10 +1235,13 @@ static int fallocate_in_place(struct shim_file *f, int fd, int mode,
 	if ((mode & FALLOC_FL_ZERO_RANGE) && !fallocate_failed(ret, posix))
 		atomic_store_explicit(&f->zero_range_ok, true,
 				      memory_order_relaxed);
-	if ((mode & FALLOC_FL_KEEP_SIZE) && !(mode & FALLOC_FL_PUNCH_HOLE) &&
-	    !fallocate_failed(ret, posix) &&
-	    end > atomic_load_explicit(&seg->eof, memory_order_acquire))
-		keep_note(f, off, end);
+	if (!(mode & FALLOC_FL_PUNCH_HOLE) && !fallocate_failed(ret, posix)) {
+		/* The program's own blocks now. */
+		grew(seg, off, off, end, false);
+		if ((mode & FALLOC_FL_KEEP_SIZE) &&
+		    end > atomic_load_explicit(&seg->eof, memory_order_acquire))
+			keep_note(f, off, end);
+	}
 	return ret;
 }
 
@@ -1225,7 +1257,7 @@ static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
 {
 	struct dioshim_seg *seg = f->seg;
 	struct dioshim_shard *sh = inflight_enter_fd(f, fd);
-	uint64_t kend, from;
+	uint64_t kend, from, eof0;
 	struct wtx t;
 	int ret;
 
@@ -1236,6 +1268,7 @@ static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
 		return ret;
 	}
 	wtx_claim(&t, f, fd, WTX_GROW, off, end - off, 0);
+	eof0 = atomic_load(&seg->eof);
 	if (t.res == RESERVE_OK) {
 		from = fresh_from(seg, t.held_from);
 		if (from > atomic_load(&seg->eof)) {
@@ -1260,6 +1293,8 @@ static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
 			atomic_store_explicit(&f->zero_range_ok, true,
 					      memory_order_relaxed);
 	}
+	if (!fallocate_failed(ret, posix))
+		grew(seg, eof0, off, end, t.res == RESERVE_EXACT);
 	wtx_settle(&t, fd, fallocate_failed(ret, posix) ? -1 : 0);
 	inflight_exit(sh);
 	return ret;

@@ -13,6 +13,7 @@
 #include "segment.h"
 
 #include "config.h"
+#include "gap.h"
 #include "inflight.h"
 #include "log.h"
 #include "prefill.h"
@@ -129,7 +130,8 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 	seg->last_reserve_ns = 0;
 	seg->reserve_failed_ns = 0;
 	seg->last_reserve_phys = 0;
-	seg->keep_lo = seg->keep_hi = 0;
+	keep_clear(seg);
+	gap_clear(seg);
 	atomic_store(&seg->sync_seq, 0);
 	atomic_store(&seg->sync_done, 0);
 	atomic_store(&seg->sync_done_full, 0);
@@ -142,8 +144,11 @@ static bool last_out(struct shim_file *f, int fd)
 	/* Exact: nothing reserved, and words that may be behind the kernel's
 	 * size (the calls went to it as they were): nothing to cut — but a
 	 * cut made when it turned exact may still be owed to the disk. */
-	if (!atomic_load(&f->seg->exact) && !reserve_trim(f, fd))
-		return false;
+	if (!atomic_load(&f->seg->exact)) {
+		if (!reserve_trim(f, fd))
+			return false;
+		gap_punch(f, fd);
+	}
 	reserve_cut_durable(f, fd);
 	return true;
 }
@@ -173,8 +178,10 @@ static void guest_in(struct shim_file *f, int fd)
 	barrier_changing(f); /* a guest killed here: the words are redone */
 	/* Not cut: not exact either (the tail would stay for good); the
 	 * guest's next call tries again. */
-	if (reserve_trim(f, fd))
+	if (reserve_trim(f, fd)) {
+		gap_clear(seg); /* its writes: the kernel's business */
 		atomic_store(&seg->exact, 1);
+	}
 	else
 		log_msg("a guest could not cut the reserved tail (%s)",
 			strerror(errno));

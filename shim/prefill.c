@@ -148,34 +148,43 @@ enum fill { FILL_DONE, FILL_OTHER, FILL_FAILED };
 
 /*
  * Allocate chunk i (of chunk bytes) unless it is: once, by whoever claims
- * it.  FILL_OTHER: another writer is at it, and the write goes into the
- * hole, as with the kernel alone, rather than drain the file's I/O for a
+ * it.  Never past the kernel's size (phys): blocks allocated there would
+ * outlive the file's last close when nothing is reserved to cut; a chunk
+ * the size cuts is allocated up to it, and marked whole once the extent
+ * map shows it whole (the reservation's fallocate allocates the rest).
+ * FILL_OTHER: another writer is at it, and the write goes into the hole,
+ * as with the kernel alone, rather than drain the file's I/O for a
  * second fallocate.
  */
-static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk)
+static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk,
+		      uint64_t phys)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t start = i * chunk;
+	uint64_t start = i * chunk, end = start + chunk;
 	_Atomic uint64_t *w = claim_word(seg, start);
 	enum fill r = FILL_DONE;
 
+	if (end > phys)
+		end = phys;
 	if (!pages_back(seg))
 		return FILL_FAILED; /* into the hole, as the kernel alone */
 	if (!claim(w, start + 1))
 		return FILL_OTHER;
 	if (bit_test(seg, i)) {
 		/* Filled between our look and the claim. */
-	} else if (extmap_allocated(fd, start, start + chunk)) {
-		bit_set(seg, i);
+	} else if (extmap_allocated(fd, start, end)) {
+		if (end == start + chunk)
+			bit_set(seg, i);
 	} else if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)start,
-				 (off_t)chunk)) {
+				 (off_t)(end - start))) {
 		/* ENOSPC, EDQUOT, no fallocate: the write goes as it is, into
 		 * its hole. */
 		log_once("prefill of %llu bytes failed (%s): writing into "
 			 "holes", (unsigned long long)chunk, strerror(errno));
 		r = FILL_FAILED;
 	} else {
-		bit_set(seg, i);
+		if (end == start + chunk)
+			bit_set(seg, i);
 		if (f->slot >= 0)
 			atomic_fetch_add_explicit(&seg->slot[f->slot].prefills,
 						  1, memory_order_relaxed);
@@ -207,14 +216,12 @@ void prefill_ensure(struct shim_file *f, int fd, uint64_t off, uint64_t len)
 		if (!inflight_engaged(f))
 			return;
 		/* Inside the kernel's size only: past it, the reservation's
-		 * fallocate allocates.  The whole chunk, even where it runs
-		 * past the size (KEEP_SIZE): a chunk cut at the size would be
-		 * prefilled again by every write into it. */
+		 * fallocate allocates. */
 		phys = atomic_load_explicit(&seg->phys, memory_order_acquire);
 		start = i * chunk;
 		if (start >= phys)
 			break;
-		if (fill(f, fd, i, chunk) == FILL_FAILED)
+		if (fill(f, fd, i, chunk, phys) == FILL_FAILED)
 			return;
 	}
 }

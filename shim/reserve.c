@@ -17,6 +17,7 @@
 #include "reserve.h"
 
 #include "config.h"
+#include "gap.h"
 #include "inflight.h"
 #include "log.h"
 #include "move.h"
@@ -488,40 +489,33 @@ void keep_note(struct shim_file *f, uint64_t off, uint64_t end)
 
 	if (!seg_lock(&seg->ext_lock, &recovered))
 		return;
-	if (seg->keep_hi <= seg->keep_lo) {
-		seg->keep_lo = off;
-		seg->keep_hi = end;
-	} else {
-		if (off < seg->keep_lo)
-			seg->keep_lo = off;
-		if (end > seg->keep_hi)
-			seg->keep_hi = end;
-	}
+	keep_add(seg, off, end);
 	seg_unlock(&seg->ext_lock);
+}
+
+static void keep_again(uint64_t lo, uint64_t hi, void *arg)
+{
+	int wfd = *(int *)arg;
+
+	if (wfd < 0 ||
+	    sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo)))
+		log_msg("could not re-allocate the application's blocks past "
+			"eof: %s", strerror(errno));
 }
 
 void keep_restore(struct shim_file *f, int fd, uint64_t from)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t lo = seg->keep_lo > from ? seg->keep_lo : from;
+	int wfd = -1;
 
-	if (seg->keep_hi > lo) {
-		/* Through a descriptor for reading (a last close through
-		 * one), a second one for writing, only for this: the
-		 * application's own blocks past eof come first. */
-		int wfd = recover_fd_writable(fd) ? fd
-						  : recover_reopen(fd, O_WRONLY);
-
-		if (wfd < 0 ||
-		    sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo,
-				  (off_t)(seg->keep_hi - lo)))
-			log_msg("could not re-allocate the application's "
-				"blocks past eof: %s", strerror(errno));
-		if (wfd >= 0 && wfd != fd)
-			sys_close(wfd);
-	}
-	if (seg->keep_hi <= from)
-		seg->keep_lo = seg->keep_hi = 0;
+	/* Through a descriptor for reading (a last close through one), a
+	 * second one for writing, only for this: the application's own
+	 * blocks past eof come first. */
+	if (keep_any_past(seg, from))
+		wfd = recover_fd_writable(fd) ? fd : recover_reopen(fd, O_WRONLY);
+	keep_each_past(seg, from, keep_again, &wfd);
+	if (wfd >= 0 && wfd != fd)
+		sys_close(wfd);
 }
 
 bool record_forget(struct shim_file *f, int fd)

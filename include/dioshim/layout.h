@@ -61,6 +61,8 @@
 #define DIOSHIM_BUDGET_USED (1ULL << 63)
 #define DIOSHIM_LOCKLESS 32 /* counts of guests' lockless appends */
 #define DIOSHIM_VOIDS 16 /* appends that failed in one move */
+#define DIOSHIM_GAPS 4 /* ranges grown over without blocks asked for */
+#define DIOSHIM_KEEPS 4 /* ranges the program allocated past eof */
 /* In dioshim_seg.tail: a move is under way (struct dioshim_move); no
  * append claims until it ends.  Every size is below it (INT64_MAX). */
 #define DIOSHIM_TAIL_CLOSED (1ULL << 63)
@@ -251,10 +253,7 @@ struct dioshim_seg {
 	uint64_t chunk __attribute__((aligned(DIOSHIM_CACHELINE)));
 	uint64_t last_reserve_ns; /* CLOCK_MONOTONIC of the last reservation */
 	uint64_t last_reserve_phys; /* phys just before it */
-	/* [keep_lo, keep_hi): hull of the blocks the application itself
-	 * allocated past eof (fallocate KEEP_SIZE); cutting the reserved tail
-	 * must leave them allocated, as the kernel alone would */
-	uint64_t keep_lo, keep_hi;
+	uint64_t keep_pad[2];
 	/* what this file counts in its place's disk budget (the hint's
 	 * entry for dev): its reserved tail when it last changed */
 	uint64_t budget_charged;
@@ -407,6 +406,21 @@ struct dioshim_seg {
 			DIOSHIM_ATOMIC(uint64_t) end;
 		} voids[DIOSHIM_VOIDS];
 	} move __attribute__((aligned(DIOSHIM_CACHELINE)));
+
+	/* Ranges the size grew over without the program asking for blocks
+	 * there (an ftruncate up, a fallocate past a gap): the kernel alone
+	 * leaves them holes, the shim's reservation allocated them.  What
+	 * no write has reached of them is punched at the last close.
+	 * Under-approximated: a range the program allocated itself is never
+	 * in one (lo == hi: a free entry).  Under ext_lock (gap.h). */
+	struct dioshim_range {
+		uint64_t lo, hi;
+	} gap[DIOSHIM_GAPS] __attribute__((aligned(DIOSHIM_CACHELINE)));
+	/* The blocks the program itself allocated past eof (fallocate
+	 * KEEP_SIZE): cutting the reserved tail must leave them allocated,
+	 * as the kernel alone would.  Over-approximated: when the entries
+	 * run out, one grows to cover a new range.  Under ext_lock. */
+	struct dioshim_range keep[DIOSHIM_KEEPS];
 
 	/* Page-aligned: only the pages below slots_hi are backed. */
 	struct dioshim_slot slot[DIOSHIM_MAX_PROCS] __attribute__((aligned(4096)));
