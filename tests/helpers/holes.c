@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * holes FILE SIZE WRITES [punch]: random 4 KiB O_DIRECT writes into a
- * sparse file of SIZE bytes (made with ftruncate), each block stamped with
+ * sparse file of SIZE bytes (made with truncate), each block stamped with
  * its offset and a generation; with "punch", every fourth write first
  * punches the block it is about to write (a hole written again).  Stops
  * at WRITES writes or at ENOSPC, then reads every block it wrote back and
@@ -36,8 +36,15 @@ int main(int argc, char **argv)
 	punch = argc > 4 && !strcmp(argv[4], "punch");
 	blocks = size / BS;
 	gen = calloc(blocks, sizeof(*gen));
-	fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-	if (fd < 0 || ftruncate(fd, (off_t)size))
+	/* Made sparse before it is opened for the writes, as fio lays its
+	 * files out (an ftruncate through a descriptor the writes do not
+	 * share would be served from the reservation, leaving no holes for
+	 * them). */
+	fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || close(fd) || truncate(argv[1], (off_t)size))
+		return 2;
+	fd = open(argv[1], O_RDWR | O_DIRECT);
+	if (fd < 0)
 		return 2;
 	for (i = 0; i < writes; i++) {
 		uint64_t b;
