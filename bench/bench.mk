@@ -8,7 +8,7 @@
 #   make demo                   the main job in a minute or two
 
 BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite \
-	$(BUILD)/fwd.so $(BUILD)/callcost $(BUILD)/aiocost
+	$(BUILD)/fwd.so $(BUILD)/callcost $(BUILD)/aiocost $(BUILD)/aiocsw
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \
 	OVERWRITE_SIZE CHECK TAR_FILES TAR_REPS CALL_REPS PROGRAMS
@@ -25,6 +25,10 @@ $(BUILD)/callcost: bench/callcost.c bench/batches.h
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
 $(BUILD)/aiocost: bench/aiocost.c bench/batches.h
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -laio
+
+$(BUILD)/aiocsw: bench/aiocsw.c
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -o $@ $< -laio
 

@@ -3,7 +3,7 @@
  * t_grow: one file grown a cluster at a time the ways programs grow
  * files, while threads write records into what has been grown.
  *
- *   t_grow [-m HOW] [-t THREADS] [-k CLUSTERS] [-c CLUSTER] FILE
+ *   t_grow [-m HOW] [-t THREADS] [-k CLUSTERS] [-c CLUSTER] [-p] FILE
  *   t_grow -v [-k CLUSTERS] [-c CLUSTER] FILE     (check, read buffered)
  *
  * HOW, how the grower thread grows the file by one cluster past its end:
@@ -16,7 +16,9 @@
  * The grower writes the cluster's first record right after growing it (a
  * guest's write into the cluster qcow2 allocated); THREADS writers (4 by
  * default) take the other 4 KiB records of the clusters grown so far in
- * order, each with pwrite on its own O_DIRECT descriptor.  Every record
+ * order, each with pwrite on its own O_DIRECT descriptor.  -p: the file
+ * is allocated to its final size first (fallocate, before the clock
+ * starts): every write an overwrite, the ceiling.  Every record
  * says where it belongs; -v checks that each one is in place and the
  * size is CLUSTERS * CLUSTER.  Prints the time the run took.
  */
@@ -187,17 +189,18 @@ int main(int argc, char **argv)
 {
 	pthread_t g, *w;
 	struct timespec t0, t1;
-	bool verify = false;
+	bool verify = false, prealloc = false;
 	unsigned i;
 	int c, fd;
 
-	while ((c = getopt(argc, argv, "m:t:k:c:v")) != -1) {
+	while ((c = getopt(argc, argv, "m:t:k:c:vp")) != -1) {
 		switch (c) {
 		case 'm': how = optarg; break;
 		case 't': nthreads = (unsigned)atoi(optarg); break;
 		case 'k': clusters = strtoull(optarg, NULL, 0); break;
 		case 'c': csize = strtoull(optarg, NULL, 0) << 10; break;
 		case 'v': verify = true; break;
+		case 'p': prealloc = true; break;
 		default: return 2;
 		}
 	}
@@ -210,6 +213,10 @@ int main(int argc, char **argv)
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
 	if (fd < 0) {
 		perror(path);
+		return 2;
+	}
+	if (prealloc && fallocate(fd, 0, 0, (off_t)(clusters * csize))) {
+		perror("fallocate");
 		return 2;
 	}
 	w = calloc(nthreads, sizeof(*w));
