@@ -8,6 +8,8 @@
  * that never sleeps in io_submit has 0 per write.
  *
  *   MODE append   block i at block i of a new file (each write extends)
+ *   MODE oappend  the same through an O_APPEND descriptor: each write
+ *                 lands where the kernel (or the shim) appends it
  *   MODE fill     the same blocks in a scattered order into a file
  *                 ftruncated to its final size first (a sparse file
  *                 filling)
@@ -42,7 +44,7 @@ int main(int argc, char **argv)
 	struct io_event ev;
 	io_context_t ctx = 0;
 	struct timespec t0, t1;
-	bool fill;
+	bool fill, oappend;
 	long next = 0;
 	char *buf;
 	double secs;
@@ -50,9 +52,12 @@ int main(int argc, char **argv)
 	if (argc < 3 || writes <= 0 || depth <= 0)
 		return 2;
 	fill = !strcmp(argv[1], "fill");
-	if (!fill && strcmp(argv[1], "append"))
+	oappend = !strcmp(argv[1], "oappend");
+	if (!fill && !oappend && strcmp(argv[1], "append"))
 		return 2;
-	fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+	fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC | O_DIRECT |
+				   (oappend ? O_APPEND : 0),
+		  0644);
 	io = calloc((size_t)depth, sizeof(*io));
 	if (fd < 0 || !io || io_setup(depth, &ctx) ||
 	    posix_memalign((void **)&buf, 4096, 4096 * (size_t)depth))

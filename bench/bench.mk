@@ -8,6 +8,7 @@
 #   make demo                   the main job in a minute or two
 
 BENCH_BIN := all $(BUILD)/appendbench $(BUILD)/filesbench $(BUILD)/tests/helpers/asyncwrite \
+	$(BUILD)/tests/helpers/t_grow \
 	$(BUILD)/fwd.so $(BUILD)/callcost $(BUILD)/aiocost $(BUILD)/aiocsw
 # The settings given to make, echoed into RESULTS.md's "Command:" line.
 BENCH_VARS := SECS REPS WRITERS PROCS FSTYPES SECTIONS IMG_SIZE PREALLOC \

@@ -20,7 +20,7 @@
 #   WRITERS="1 2 4 8"  thread counts
 #   PROCS=4         process counts for the O_APPEND process case
 #   FSTYPES="ext4 xfs"
-#   SECTIONS="append overwrite sparse async fio overhead fsync stripes real"
+#   SECTIONS="append overwrite sparse async fio overhead fsync stripes real grow"
 #                   what to run (sparse: fio random writes into a sparse
 #                   file; async: libaio and liburing at queue depth 16)
 #                   (fsync: bench/fsync.sh, sysbench's fsync workload and
@@ -30,6 +30,10 @@
 #                   RocksDB kernel vs dioshim, with bench/real.png; about
 #                   20 minutes more; PROGRAMS= narrows it, REAL_SECS=20 the
 #                   seconds of each database run)
+#                   (grow: bench/grow.sh, files grown by zero ranges,
+#                   fallocate and ftruncate ahead, against QEMU's
+#                   preallocate filter and the preallocated ceiling, with
+#                   bench/grow.png; about 15 minutes more)
 #   IMG_SIZE=4G     scratch image size
 #   PREALLOC=2G     the ceiling's fallocate size (must exceed what it writes)
 #   OVERWRITE_SIZE=256M  the file the overwrite workload rewrites
@@ -66,7 +70,7 @@ REPS=${REPS:-3}
 WRITERS=${WRITERS:-"1 2 4 8"}
 PROCS=${PROCS:-4}
 FSTYPES=${FSTYPES:-"ext4 xfs"}
-SECTIONS=${SECTIONS:-"append overwrite sparse async fio overhead fsync stripes real"}
+SECTIONS=${SECTIONS:-"append overwrite sparse async fio overhead fsync stripes real grow"}
 IMG_SIZE=${IMG_SIZE:-4G}
 PREALLOC=${PREALLOC:-2G}
 OVERWRITE_SIZE=${OVERWRITE_SIZE:-256M}
@@ -928,6 +932,12 @@ if has_section real; then
 		>/dev/null
 	blank
 	cat "$WORK/real.md" | tee -a "$MD"
+fi
+if has_section grow; then
+	OUT=$WORK/grow.md PLOT=$TOP/bench/grow.png FSTYPES="$FSTYPES" \
+		REPS="$REPS" "$TOP/bench/grow.sh" >/dev/null
+	blank
+	cat "$WORK/grow.md" | tee -a "$MD"
 fi
 if [ ${#SUMMARY[@]} -gt 0 ]; then
 	echo
