@@ -15,6 +15,7 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static bool gap_free(const struct dioshim_range *g)
 {
@@ -112,6 +113,36 @@ struct punch {
 	unsigned punched;
 };
 
+#define LOOK 64 /* pages looked at per mincore */
+
+/*
+ * Whether [lo, hi) has pages in the page cache: a mapping's or a
+ * buffered writer's data not written back yet over unwritten blocks (or
+ * zeros a reader cached): never punched.  When it cannot tell, it says
+ * so.
+ */
+static bool cached(int fd, uint64_t lo, uint64_t hi)
+{
+	const uint64_t page = 4096, span = LOOK * page;
+	unsigned char vec[LOOK];
+	uint64_t at, n, i;
+	void *map;
+	bool any = false;
+
+	for (at = lo; at < hi && !any; at += span) {
+		n = hi - at < span ? hi - at : span;
+		map = sys_mmap_ro(fd, n, (off_t)at);
+		if (map == MAP_FAILED)
+			return true;
+		if (sys_mincore(map, n, vec))
+			any = true;
+		for (i = 0; !any && i < (n + page - 1) / page; i++)
+			any = vec[i] & 1;
+		sys_munmap(map, n);
+	}
+	return any;
+}
+
 static bool punch_unwritten(const struct fiemap_extent *e, void *arg)
 {
 	struct punch *p = arg;
@@ -124,7 +155,7 @@ static bool punch_unwritten(const struct fiemap_extent *e, void *arg)
 		lo = p->lo;
 	if (hi > p->hi)
 		hi = p->hi;
-	if (hi > lo &&
+	if (hi > lo && !cached(p->fd, lo, hi) &&
 	    sys_fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  (off_t)lo, (off_t)(hi - lo)) == 0)
 		p->punched++;
@@ -150,8 +181,13 @@ void gap_punch(struct shim_file *f, int fd)
 		if (p.hi <= p.lo)
 			continue;
 		if (p.fd < 0) {
-			p.fd = recover_fd_writable(fd) ? fd
-						       : recover_reopen(fd, O_WRONLY);
+			/* Read and write: the page cache is looked at through
+			 * a mapping. */
+			int fl = sys_fcntl(fd, F_GETFL, 0);
+
+			p.fd = fl >= 0 && (fl & O_ACCMODE) == O_RDWR
+				       ? fd
+				       : recover_reopen(fd, O_RDWR);
 			if (p.fd < 0)
 				break;
 		}

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -66,6 +67,19 @@ static inline int sys_openat(int dirfd, const char *path, int flags, mode_t m)
 static inline int sys_close(int fd)
 {
 	return (int)syscall(SYS_close, fd);
+}
+
+/* A mapping of the shim's own, read only, to look at a file's page cache
+ * (mincore): MAP_FAILED on failure. */
+static inline void *sys_mmap_ro(int fd, size_t len, off_t off)
+{
+	return (void *)syscall(SYS_mmap, NULL, len, PROT_READ, MAP_SHARED, fd,
+			       off);
+}
+
+static inline int sys_mincore(void *addr, size_t len, unsigned char *vec)
+{
+	return (int)syscall(SYS_mincore, addr, len, vec);
 }
 
 /* The shim's own mappings: its unmapping takes nothing the application

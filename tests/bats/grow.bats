@@ -19,9 +19,11 @@ setup() {
 	F=$SCRATCH_MNT/grow.$BATS_TEST_NUMBER
 	T=$BATS_TEST_TMPDIR
 	PIDS=()
+	BG=
 }
 teardown() {
 	local p
+	reap_bg "$T/written"
 	for p in "${PIDS[@]}"; do
 		kill -9 "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
@@ -134,6 +136,31 @@ clusters() {
 		echo "$how: blocks kernel $(data_blocks "$F.k") shim $(data_blocks "$F.s")"
 		[ "$(data_blocks "$F.s")" -eq "$(data_blocks "$F.k")" ]
 		assert_no_segment "$F.s"
+	done
+}
+
+@test "data another process wrote into an ftruncate-grown range (buffered, through a mapping) before the last close: kept, never punched" {
+	local how
+	for how in buffered mapped; do
+		rm -f "$F" "$T/grown" "$T/written"
+		shim "$HELPERS/t_fops" -d -c "$F" w 0 64K x41 trunc 1M \
+			touch "$T/grown" wait "$T/written" size >"$T/a" 2>&1 3>&- &
+		BG=$!
+		wait_file "$T/grown"
+		if [ $how = buffered ]; then
+			shim xfs_io -c "pwrite -S 0x42 512k 4k" "$F" >/dev/null
+		else
+			shim xfs_io -c "mmap -rw 0 1m" -c "mwrite -S 0x42 512k 4k" \
+				"$F" >/dev/null
+		fi
+		touch "$T/written"
+		wait "$BG"
+		BG=
+		cat "$T/a"
+		[ "$(real_size "$F")" -eq 1048576 ]
+		# The 4 KiB at 512 KiB are B's, read outside the shim.
+		[ "$(noshim od -v -An -tx1 -j 524288 -N 4096 "$F" | tr -s ' \n' '\n' | sort -u | grep -v '^$')" = 42 ]
+		assert_no_segment "$F"
 	done
 }
 
