@@ -162,9 +162,8 @@ static bool punch_unwritten(const struct fiemap_extent *e, void *arg)
 	return true;
 }
 
-void gap_punch(struct shim_file *f, int fd)
+void gap_punch(struct dioshim_seg *seg, int fd)
 {
-	struct dioshim_seg *seg = f->seg;
 	uint64_t eof = atomic_load(&seg->eof), bs = seg_blksize(seg);
 	struct punch p = { .fd = -1, .bs = bs };
 	unsigned i;
@@ -194,10 +193,16 @@ void gap_punch(struct shim_file *f, int fd)
 		/* What a buffered write or a mapping left in the page cache
 		 * over unwritten blocks is data: written out first, so the
 		 * extent map says so. */
-		sync_file_range(p.fd, (off_t)p.lo, (off_t)(p.hi - p.lo),
-				SYNC_FILE_RANGE_WAIT_BEFORE |
-					SYNC_FILE_RANGE_WRITE |
-					SYNC_FILE_RANGE_WAIT_AFTER);
+		if (sync_file_range(p.fd, (off_t)p.lo, (off_t)(p.hi - p.lo),
+				    SYNC_FILE_RANGE_WAIT_BEFORE |
+					    SYNC_FILE_RANGE_WRITE |
+					    SYNC_FILE_RANGE_WAIT_AFTER)) {
+			/* Not written out: the map may call data unwritten.
+			 * Left allocated. */
+			log_msg("cannot write out what the size grew over "
+				"(%s): left allocated", strerror(errno));
+			continue;
+		}
 		if (!extmap_walk(p.fd, p.lo, p.hi, punch_unwritten, &p))
 			log_msg("cannot read the extent map to punch what the "
 				"size grew over: %s", strerror(errno));
@@ -205,6 +210,15 @@ void gap_punch(struct shim_file *f, int fd)
 	if (p.fd >= 0 && p.fd != fd)
 		sys_close(p.fd);
 	gap_clear(seg);
+}
+
+/* Cover [lo, hi) with k too. */
+static void range_cover(struct dioshim_range *k, uint64_t lo, uint64_t hi)
+{
+	if (lo < k->lo)
+		k->lo = lo;
+	if (hi > k->hi)
+		k->hi = hi;
 }
 
 void keep_add(struct dioshim_seg *seg, uint64_t lo, uint64_t hi)
@@ -215,16 +229,16 @@ void keep_add(struct dioshim_seg *seg, uint64_t lo, uint64_t hi)
 
 	if (hi <= lo)
 		return;
-	/* One it touches: they become one range; else a free entry; else
-	 * the nearest one grows over it (and the blocks between). */
+	/* One it touches: they become one range. */
 	for (i = 0; i < DIOSHIM_KEEPS; i++) {
 		k = &seg->keep[i];
 		if (!gap_free(k) && k->lo <= hi && lo <= k->hi) {
-			best = k;
-			break;
+			range_cover(k, lo, hi);
+			return;
 		}
 	}
-	for (i = 0; !best && i < DIOSHIM_KEEPS; i++) {
+	/* Else a free entry. */
+	for (i = 0; i < DIOSHIM_KEEPS; i++) {
 		k = &seg->keep[i];
 		if (gap_free(k)) {
 			k->lo = lo;
@@ -232,7 +246,8 @@ void keep_add(struct dioshim_seg *seg, uint64_t lo, uint64_t hi)
 			return;
 		}
 	}
-	for (i = 0; !best && i < DIOSHIM_KEEPS; i++) {
+	/* Else the nearest grows over it, and the blocks between. */
+	for (i = 0; i < DIOSHIM_KEEPS; i++) {
 		k = &seg->keep[i];
 		cost = lo > k->hi ? lo - k->hi : k->lo - hi;
 		if (cost < best_cost) {
@@ -240,10 +255,7 @@ void keep_add(struct dioshim_seg *seg, uint64_t lo, uint64_t hi)
 			best = k;
 		}
 	}
-	if (lo < best->lo)
-		best->lo = lo;
-	if (hi > best->hi)
-		best->hi = hi;
+	range_cover(best, lo, hi);
 }
 
 bool keep_any_past(const struct dioshim_seg *seg, uint64_t from)

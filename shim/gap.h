@@ -49,6 +49,6 @@ void keep_clear(struct dioshim_seg *seg);
 /* The last close, through fd (the file's size is eof now): punch the
  * unwritten blocks of the gaps, whole blocks below eof, then forget
  * them. */
-void gap_punch(struct shim_file *f, int fd);
+void gap_punch(struct dioshim_seg *seg, int fd);
 
 #endif

@@ -870,6 +870,52 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 }
 
 /*
+ * fsync or fdatasync of f through fd, as the program's: the record
+ * rewritten first when recovery could not find the size from it (and
+ * the sync made a full one, ext4's fdatasync leaving an xattr change
+ * behind), group commit when on; what it made durable is noted.
+ */
+static int file_sync(struct shim_file *f, int fd, bool datasync)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t eof;
+	bool reserved;
+	int ret, err;
+
+	if (record_stale(seg) && record_refresh(f, fd))
+		datasync = false;
+	reserved = reserve_standing(seg);
+	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	if (config.group_commit)
+		ret = commit_sync(f, fd, datasync);
+	else
+		ret = datasync ? real_fdatasync(fd) : real_fsync(fd);
+	err = errno;
+	/* Every write that had completed when the sync began is durable. */
+	if (ret == 0) {
+		uint64_t cur = atomic_load(&seg->synced_eof);
+
+		while (eof > cur &&
+		       !atomic_compare_exchange_weak(&seg->synced_eof, &cur, eof))
+			;
+		sync_done(seg, reserved);
+	} else {
+		/* A sync that failed may still have committed the size. */
+		sync_note(seg);
+	}
+	errno = err;
+	return ret;
+}
+
+/* A growth served from the reservation where the kernel would have made
+ * it durable before returning (a sync file or descriptor): 0, or -1 with
+ * the sync's errno. */
+static int sync_served(struct shim_file *f, int fd)
+{
+	return file_sync(f, fd, true);
+}
+
+/*
  * Whether the filesystem takes a zero range on f: XFS always, ext4 on a
  * file mapped by extents (not one converted from ext3), anything else
  * once the kernel has taken one there.
@@ -892,32 +938,54 @@ static bool zero_range_known(struct shim_file *f, int fd)
 }
 
 /* What a call that grows the file or zeroes past it asks of the kernel
- * (kernel_would_take). */
+ * (serve_check). */
 #define TAKE_ZERO 1u /* a zero range */
 #define TAKE_TRUNCATE 2u /* a truncate */
 
+enum serve {
+	SERVE_NO, /* the kernel's to answer */
+	SERVE_YES, /* answered from the reservation */
+	SERVE_SYNC, /* so, then made durable (a sync file or descriptor) */
+};
+
 /*
- * Whether a call that changes the file may be answered without the
- * kernel: one the kernel would take as it stands.  It refuses anything
- * on an immutable file, a zero range or a truncate on an append-only
- * one, a zero range where the filesystem has none (tmpfs; ext4 without
- * extents: the shim knows once the kernel has taken one on this file);
- * and it drops the set-user-ID and set-group-ID bits of a file it
- * changes, which only it can do.  One statx: no lock, no drain.
+ * Whether a call that grows the file, or zeroes or allocates past its
+ * end, may be answered without the kernel: one the kernel would take as
+ * it stands and change nothing else with.  It refuses anything on an
+ * immutable file, a zero range or a truncate on an append-only one, a
+ * zero range where the filesystem has none (tmpfs; ext4 without extents:
+ * the shim knows once the kernel has taken one on this file), a size
+ * past RLIMIT_FSIZE (size: what the call makes it; 0: none); and it
+ * drops a file's set-user-ID and set-group-ID bits and its capability,
+ * which only it can do.  A file with the sync attribute (chattr +S), or
+ * a descriptor opened O_DSYNC or O_SYNC (dsync), has the kernel make
+ * such a call durable before it returns: so does the shim.  A statx, an
+ * xattr look and an ioctl: no lock, no drain.
  */
-static bool kernel_would_take(struct shim_file *f, int fd, unsigned what)
+static enum serve serve_check(struct shim_file *f, int fd, unsigned what,
+			      uint64_t size, bool dsync)
 {
 	struct statx stx;
+	struct rlimit rl;
+	int attr = 0;
 
 	if ((what & TAKE_ZERO) && !zero_range_known(f, fd))
-		return false;
+		return SERVE_NO;
+	if (size && getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && size > rl.rlim_cur)
+		return SERVE_NO;
 	if (sys_statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
 		      STATX_MODE, &stx))
-		return false;
+		return SERVE_NO;
 	if (stx.stx_attributes & STATX_ATTR_IMMUTABLE ||
-	    (what && (stx.stx_attributes & STATX_ATTR_APPEND)))
-		return false;
-	return !(stx.stx_mode & (S_ISUID | S_ISGID));
+	    (what && (stx.stx_attributes & STATX_ATTR_APPEND)) ||
+	    (stx.stx_mode & (S_ISUID | S_ISGID)) ||
+	    sys_has_xattr(fd, "security.capability"))
+		return SERVE_NO;
+	if (syscall(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
+	    (attr & FS_SYNC_FL))
+		return SERVE_SYNC;
+	return dsync ? SERVE_SYNC : SERVE_YES;
 }
 
 /*
@@ -947,24 +1015,26 @@ static void grew(struct dioshim_seg *seg, uint64_t eof0, uint64_t off,
  * reservation, for a truncate the kernel would take.  False: not
  * served, nothing changed.
  */
-static bool ftruncate_grow(struct shim_file *f, int fd, uint64_t len)
+static bool ftruncate_grow(struct shim_file *f, int fd, uint64_t len,
+			   bool *sync)
 {
 	struct dioshim_seg *seg = f->seg;
 	struct dioshim_shard *sh;
-	struct rlimit rl;
+	enum serve serve;
 	uint64_t eof;
 	struct wtx t;
 	bool served;
 
-	/* Past the limit the kernel sends SIGXFSZ. */
-	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    len > rl.rlim_cur)
+	/* (Past RLIMIT_FSIZE the kernel sends SIGXFSZ.) */
+	serve = serve_check(f, fd, TAKE_TRUNCATE, len, false);
+	if (serve == SERVE_NO)
 		return false;
+	*sync = serve == SERVE_SYNC;
 	sh = inflight_enter_fd(f, fd);
 	if (!sh)
 		return false;
 	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	if (len <= eof || !kernel_would_take(f, fd, TAKE_TRUNCATE)) {
+	if (len <= eof) {
 		inflight_exit(sh);
 		return false;
 	}
@@ -984,7 +1054,7 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 						   memory_order_acquire);
 	struct dioshim_seg *seg = f->seg;
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
-	bool locked, recovered;
+	bool locked, recovered, sync = false;
 	struct guard g;
 	uint64_t eof0;
 	int ret, err;
@@ -995,9 +1065,10 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 	guard_enter(&g, false);
 	if ((uint64_t)len > atomic_load_explicit(&seg->eof,
 						 memory_order_acquire) &&
-	    !(flags & O_PATH) && ftruncate_grow(f, fd, (uint64_t)len)) {
-		ret = 0;
-		err = 0;
+	    !(flags & O_PATH) && ftruncate_grow(f, fd, (uint64_t)len, &sync)) {
+		/* A sync file's truncate is durable when it returns. */
+		ret = sync ? sync_served(f, fd) : 0;
+		err = errno;
 		goto out;
 	}
 	if (!barrier_raise_fd(f, fd)) {
@@ -1027,8 +1098,10 @@ int io_ftruncate(struct ofd *o, int fd, off_t len)
 		 * freed none of the application's. */
 		/* Blocks past len are gone: so is the prefill there. */
 		prefill_forget(f, (uint64_t)len, UINT64_MAX / 2);
-		if ((uint64_t)len >= atomic_load(&seg->eof))
-			keep_restore(f, fd, (uint64_t)len);
+		/* (A truncate to the size itself frees the blocks past it,
+		 * as a cut does.) */
+		if ((uint64_t)len > eof0)
+			keep_restore(seg, fd, (uint64_t)len);
 		else
 			keep_clear(seg);
 		atomic_store(&seg->phys, (uint64_t)len);
@@ -1084,7 +1157,6 @@ bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q)
 	q->locked = seg_lock(&f->seg->ext_lock, &recovered);
 	barrier_changing(f); /* as in io_ftruncate */
 	reserve_trim(f, fd);
-	gap_clear(f->seg); /* data moves */
 	/* Blocks moved or written behind the write path: the bitmap of
 	 * prefilled, never written blocks means nothing now. */
 	prefill_forget_all(f);
@@ -1117,6 +1189,11 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 	io_quiesce(f, fd, &q);
 	ret = call_fallocate(fd, mode, off, len, posix);
 	*err = errno;
+	/* Data moved (collapse, insert, a mode we do not know): what the
+	 * size grew over is elsewhere now. */
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE |
+		     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_UNSHARE_RANGE))
+		gap_clear(f->seg);
 	io_resume(&q);
 	return ret;
 }
@@ -1124,24 +1201,6 @@ static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
 static bool fallocate_failed(int ret, bool posix)
 {
 	return posix ? ret != 0 : ret < 0;
-}
-
-/*
- * The part of [off, end) — inside phys, the file's writes entered — that
- * the kernel must still do: up to where the untouched reserved blocks
- * begin (from, fresh_from).  Those are allocated and read as zeros; a
- * zero range or an allocation there has nothing to change.  off when
- * none, end when all (the call cannot be answered without the kernel).
- */
-static uint64_t kernel_part_end(struct shim_file *f, int fd, int mode,
-				uint64_t off, uint64_t end, uint64_t from)
-{
-	if (!kernel_would_take(f, fd,
-			       mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0))
-		return end;
-	if (from <= off)
-		return off;
-	return from < end ? from : end;
 }
 
 /*
@@ -1172,24 +1231,32 @@ static int fallocate_kept(struct shim_file *f, int fd, int mode, uint64_t off,
  * Allocation or zeroing past eof that keeps the size (KEEP_SIZE, with
  * ZERO_RANGE or alone): what the reservation holds untouched is answered
  * as it is; past phys the reservation grows over it first, as for an
- * append.  The blocks are the application's: the trim keeps them.
+ * append; what a write touched is the kernel's.  The blocks are the
+ * application's: the trim keeps them.  -2: not served (nothing done).
  */
 static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
-			   uint64_t end, bool posix, int *err)
+			   uint64_t end, bool posix, bool dsync, int *err,
+			   bool *sync)
 {
 	struct dioshim_seg *seg = f->seg;
-	struct dioshim_shard *sh = inflight_enter_fd(f, fd);
+	enum serve serve = serve_check(
+		f, fd, mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0, 0, dsync);
 	enum reserve_result res = RESERVE_OK;
-	uint64_t kend;
+	struct dioshim_shard *sh;
+	uint64_t kend, from;
 	int ret;
 
+	if (serve == SERVE_NO)
+		return -2;
+	sh = inflight_enter_fd(f, fd);
 	if (!sh)
 		return -2;
+	*sync = serve == SERVE_SYNC;
 	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
 		res = reserve_extend(f, fd, off, end);
 	if (res == RESERVE_OK) {
-		kend = kernel_part_end(f, fd, mode, off, end,
-				       fresh_from(seg, atomic_load(&seg->tail)));
+		from = fresh_from(seg, atomic_load(&seg->tail));
+		kend = from <= off ? off : from < end ? from : end;
 		ret = kend > off ? fallocate_kept(f, fd, mode, off, kend, posix,
 						  err)
 				 : 0;
@@ -1199,14 +1266,18 @@ static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
 			reserve_exact_done(f, fd);
 	}
 	inflight_exit(sh);
-	if (!fallocate_failed(ret, posix))
+	if (!fallocate_failed(ret, posix)) {
+		/* The program's own blocks, below eof too. */
+		grew(seg, off, off, end, false);
 		keep_note(f, off, end);
+	}
 	return ret;
 }
 
 /* Punch, zero, unshare or allocate without a change of size. */
 static int fallocate_in_place(struct shim_file *f, int fd, int mode,
-			      uint64_t off, uint64_t end, bool posix, int *err)
+			      uint64_t off, uint64_t end, bool posix, bool dsync,
+			      int *err, bool *sync)
 {
 	struct dioshim_seg *seg = f->seg;
 	bool data = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
@@ -1216,7 +1287,8 @@ static int fallocate_in_place(struct shim_file *f, int fd, int mode,
 	if ((mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) == 0 &&
 	    (mode & FALLOC_FL_KEEP_SIZE) &&
 	    end > atomic_load_explicit(&seg->eof, memory_order_acquire)) {
-		ret = fallocate_ahead(f, fd, mode, off, end, posix, err);
+		ret = fallocate_ahead(f, fd, mode, off, end, posix, dsync, err,
+				      sync);
 		if (ret != -2)
 			return ret;
 	}
@@ -1248,19 +1320,40 @@ static int fallocate_in_place(struct shim_file *f, int fd, int mode,
 /*
  * mode 0 (posix_fallocate) or ZERO_RANGE past eof: the logical size grows
  * to end, claimed as a write is (WTX_GROW, holding [.., end) in the tail
- * so that no append lands inside it).  Inside the reservation only the
- * part some write touched reaches the kernel, which then keeps its size;
- * past it, none could be made, and the kernel grows the file itself.
+ * so that no append lands inside it).  Inside the reservation, over
+ * blocks nothing touched, nothing reaches the kernel; past it (none
+ * could be made) the kernel grows the file itself.  Between the hold and
+ * the settling the kernel is called for nothing but the reservation, so
+ * that a grower killed there leaves what the appends after it take for
+ * done (they pass over a dead writer's range) as done: zeros, its size.
+ * A zero range that reaches below eof, writes past eof in flight (the
+ * kernel alone drains them first), or a call the kernel would answer
+ * otherwise (serve_check) go quiesced, as the kernel alone runs them.
  */
 static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
-			  uint64_t end, bool posix, int *err)
+			  uint64_t end, bool posix, bool dsync, int *err,
+			  bool *sync)
 {
 	struct dioshim_seg *seg = f->seg;
-	struct dioshim_shard *sh = inflight_enter_fd(f, fd);
-	uint64_t kend, from, eof0;
+	uint64_t eof0 = atomic_load_explicit(&seg->eof, memory_order_acquire);
+	enum serve serve = serve_check(
+		f, fd, mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0, end, dsync);
+	struct dioshim_shard *sh;
 	struct wtx t;
 	int ret;
 
+	if (serve == SERVE_NO || ((mode & FALLOC_FL_ZERO_RANGE) && off < eof0))
+		return fallocate_quiesced(f, fd, mode, (off_t)off,
+					  (off_t)(end - off), posix, err);
+	*sync = serve == SERVE_SYNC;
+	/* An allocation reaching below eof: that part first (the kernel's,
+	 * holes there filled), the size's growth after. */
+	if (off < eof0) {
+		ret = fallocate_kept(f, fd, mode, off, eof0, posix, err);
+		if (fallocate_failed(ret, posix))
+			return ret;
+	}
+	sh = inflight_enter_fd(f, fd);
 	if (!sh) {
 		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
 				     posix);
@@ -1268,23 +1361,22 @@ static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
 		return ret;
 	}
 	wtx_claim(&t, f, fd, WTX_GROW, off, end - off, 0);
-	eof0 = atomic_load(&seg->eof);
 	if (t.res == RESERVE_OK) {
-		from = fresh_from(seg, t.held_from);
-		if (from > atomic_load(&seg->eof)) {
-			/* Writes past eof in flight (or failed there): the
-			 * kernel alone would drain them before the size
-			 * moves over them; so does the shim. */
+		uint64_t from = fresh_from(seg, t.held_from);
+
+		if (from > atomic_load(&seg->eof) ||
+		    ((mode & FALLOC_FL_ZERO_RANGE) && from > off)) {
+			/* Written or claimed past eof, or eof moved over
+			 * off: not untouched.  The kernel alone would drain
+			 * those writes, then zero. */
 			wtx_settle(&t, fd, -1);
 			inflight_exit(sh);
+			*sync = false;
 			return fallocate_quiesced(f, fd, mode, (off_t)off,
 						  (off_t)(end - off), posix,
 						  err);
 		}
-		kend = kernel_part_end(f, fd, mode, off, end, from);
-		ret = kend > off ? fallocate_kept(f, fd, mode, off, kend, posix,
-						  err)
-				 : 0;
+		ret = 0;
 	} else {
 		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
 				     posix);
@@ -1309,6 +1401,7 @@ static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
 	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
+	bool dsync = flags & O_DSYNC, sync = false; /* O_SYNC too */
 	uint64_t end;
 	struct guard g;
 	int ret, err = 0;
@@ -1326,12 +1419,17 @@ static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
 		/* No size the application sees changes.  Blocks allocated
 		 * past eof are the application's: the trim must keep them. */
 		ret = fallocate_in_place(f, fd, mode, (uint64_t)off, end, posix,
-					 &err);
+					 dsync, &err, &sync);
 	else if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0)
 		ret = fallocate_quiesced(f, fd, mode, off, len, posix, &err);
 	else
 		ret = fallocate_grow(f, fd, mode, (uint64_t)off, end, posix,
-				     &err);
+				     dsync, &err, &sync);
+	/* Served where the kernel would have made it durable first. */
+	if (sync && !fallocate_failed(ret, posix) && sync_served(f, fd)) {
+		err = errno;
+		ret = posix ? err : -1;
+	}
 	/* posix_fallocate returns its error and leaves errno alone. */
 	guard_exit(&g, posix ? 0 : ret, err);
 	return ret;
@@ -1357,39 +1455,14 @@ int io_fsync(struct ofd *o, int fd, bool datasync)
 {
 	struct shim_file *f = atomic_load_explicit(&o->file,
 						   memory_order_acquire);
-	struct dioshim_seg *seg = f->seg;
 	struct guard g;
-	uint64_t eof;
-	bool reserved;
-	int ret, err;
+	int ret;
 
 	if (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH)
 		return datasync ? real_fdatasync(fd) : real_fsync(fd);
 	guard_enter(&g, true);
-	/* ext4's fdatasync does not make an xattr change durable; fsync
-	 * does.  Upgrade only when the record had to change. */
-	if (record_stale(seg) && record_refresh(f, fd))
-		datasync = false;
-	reserved = reserve_standing(seg);
-	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	if (config.group_commit)
-		ret = commit_sync(f, fd, datasync);
-	else
-		ret = datasync ? real_fdatasync(fd) : real_fsync(fd);
-	err = errno;
-	/* Every write that had completed when the sync began is durable. */
-	if (ret == 0) {
-		uint64_t cur = atomic_load(&seg->synced_eof);
-
-		while (eof > cur &&
-		       !atomic_compare_exchange_weak(&seg->synced_eof, &cur, eof))
-			;
-		sync_done(seg, reserved);
-	} else {
-		/* A sync that failed may still have committed the size. */
-		sync_note(seg);
-	}
-	guard_exit(&g, ret, err);
+	ret = file_sync(f, fd, datasync);
+	guard_exit(&g, ret, errno);
 	return ret;
 }
 

@@ -98,6 +98,16 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 			strerror(errno));
 		return false;
 	}
+	/* Killed on this mount, its users' words are the file's: the
+	 * blocks the program allocated past the size, which the cut took,
+	 * come back; what the size grew over unwritten goes, as at a last
+	 * close. */
+	if (hint.live && !atomic_load(&seg->exact)) {
+		atomic_store(&seg->eof, (uint64_t)st.st_size);
+		if (keep_any_past(seg, (uint64_t)st.st_size))
+			keep_restore(seg, fd, (uint64_t)st.st_size);
+		gap_punch(seg, fd);
+	}
 	seg->mnt_id = mnt;
 	atomic_store(&seg->eof, (uint64_t)st.st_size);
 	atomic_store(&seg->tail, (uint64_t)st.st_size);
@@ -147,7 +157,7 @@ static bool last_out(struct shim_file *f, int fd)
 	if (!atomic_load(&f->seg->exact)) {
 		if (!reserve_trim(f, fd))
 			return false;
-		gap_punch(f, fd);
+		gap_punch(f->seg, fd);
 	}
 	reserve_cut_durable(f, fd);
 	return true;

@@ -463,7 +463,7 @@ bool reserve_trim(struct shim_file *f, int fd)
 		err = errno;
 		if (!rc) {
 			prefill_forget(f, target, UINT64_MAX / 2);
-			keep_restore(f, fd, target);
+			keep_restore(seg, fd, target);
 		}
 		if (rc) {
 			log_msg("trim to %llu failed (%s)",
@@ -503,9 +503,8 @@ static void keep_again(uint64_t lo, uint64_t hi, void *arg)
 			"eof: %s", strerror(errno));
 }
 
-void keep_restore(struct shim_file *f, int fd, uint64_t from)
+void keep_restore(struct dioshim_seg *seg, int fd, uint64_t from)
 {
-	struct dioshim_seg *seg = f->seg;
 	int wfd = -1;
 
 	/* Through a descriptor for reading (a last close through one), a

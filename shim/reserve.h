@@ -52,7 +52,7 @@ void keep_note(struct shim_file *f, uint64_t off, uint64_t end);
 /* After the kernel's size was cut to from (which freed every block past
  * it): allocate again what the application had allocated past from.
  * ext_lock held, or nobody writing. */
-void keep_restore(struct shim_file *f, int fd, uint64_t from);
+void keep_restore(struct dioshim_seg *seg, int fd, uint64_t from);
 
 /* Remove the EOF record if one was written (the tail is gone).  False
  * if it could not be removed. */

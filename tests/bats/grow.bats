@@ -91,10 +91,12 @@ clusters() {
 	same_blocks
 }
 
-@test "fallocate mode 0 and ZERO_RANGE spanning EOF: the part inside EOF is the kernel's, the part past it is not; as with the kernel alone" {
+@test "fallocate ZERO_RANGE and mode 0 spanning EOF: the zero range is the kernel's as issued (zeroing and growing in one call, as alone); of mode 0, the part inside EOF; as with the kernel alone" {
 	same_traced w 0 64K x41 kernel fa zero 32K 64K r 0 256K size \
 		fa 0 64K 64K w 100K 4K x42 size data 0 hole 0 r 0 256K
-	[ "$(calls fallocate shim 'ZERO_RANGE, 32768, 32768')" -eq 1 ]
+	[ "$(calls fallocate shim 'FALLOC_FL_ZERO_RANGE, 32768, 65536')" -eq 1 ]
+	[ "$(calls fallocate shim 'FALLOC_FL_KEEP_SIZE, 65536, 32768')" -eq 1 ]
+	[ "$(calls fallocate shim ', 0, 65536, ')" -eq 0 ]
 	same_blocks
 }
 
