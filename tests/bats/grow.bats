@@ -23,7 +23,7 @@ setup() {
 }
 teardown() {
 	local p
-	reap_bg "$T/written"
+	reap_bg "$T/written" "$T/go"
 	for p in "${PIDS[@]}"; do
 		kill -9 "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
@@ -233,6 +233,11 @@ crash_and_compare() {
 	crash_and_compare power a 64K a 4K tgrow 70000 fsync
 }
 
+@test "power cut after a fallocate past EOF through an O_DSYNC descriptor, no sync: the size it made, durable as the kernel makes it" {
+	command -v xfs_io >/dev/null || skip "xfs_io (xfsprogs) missing"
+	crash_and_compare power a 64K a 4K fsync dgrow 1M
+}
+
 @test "power cut after KEEP_SIZE ahead, appends into it and fdatasync: the synced size, as with the kernel alone" {
 	command -v xfs_io >/dev/null || skip "xfs_io (xfsprogs) missing"
 	crash_and_compare power a 64K kgrow 1M a 4K a 4K fdatasync
@@ -289,4 +294,63 @@ crash_and_compare() {
 	diff -u "$T/kernel" "$T/shim"
 	grep -q '^trunc 2097152 = -1 EFBIG' "$T/shim"
 	cmp "$F.shim" "$F.kernel"
+}
+
+# A holder (no limit) has the reservation far ahead; a second process runs
+# OPS with RLIMIT_FSIZE at 2 MiB and SIGXFSZ ignored, under the shim or
+# (how=kernel) not: its answers into $T/$how.
+limited_beside_holder() {
+	local how=$1
+	shift
+	rm -f "$F.$how" "$T/held" "$T/go"
+	if [ "$how" = kernel ]; then export DIOSHIM_DISABLE=1; fi
+	shim "$HELPERS/t_fops" -d -c "$F.$how" w 0 4M x41 w 4M 4M x42 kernel \
+		touch "$T/held" wait "$T/go" size >"$T/$how.holder" 2>&1 3>&- &
+	BG=$!
+	wait_file "$T/held"
+	(
+		trap '' XFSZ
+		ulimit -f 2048
+		shim "$HELPERS/t_fops" -d "$F.$how" "$@"
+	) >"$T/$how" 2>&1
+	touch "$T/go"
+	wait "$BG"
+	BG=
+	unset DIOSHIM_DISABLE
+}
+
+@test "fallocate and posix_fallocate past RLIMIT_FSIZE inside another process's reservation: EFBIG, as with the kernel alone" {
+	limited_beside_holder shim size fa 0 0 9M size pfa 0 10M fa zero 8M 1M \
+		trunc 9M size
+	limited_beside_holder kernel size fa 0 0 9M size pfa 0 10M fa zero 8M 1M \
+		trunc 9M size
+	cat "$T/shim.holder" "$T/shim"
+	# Not vacuous: the holder's reservation reached past what is asked.
+	[ "$(awk '$1 == "kernel" { print $3 }' "$T/shim.holder")" -gt 9437184 ]
+	diff -u "$T/kernel" "$T/shim"
+	grep -q '^fa 0 0 9437184 = -1 EFBIG' "$T/shim"
+	[ "$(real_size "$F.shim")" -eq "$(real_size "$F.kernel")" ]
+}
+
+@test "a growth of a file with a capability: the kernel's to make, which drops it, as alone" {
+	command -v setcap >/dev/null || skip "setcap (libcap2-bin) missing"
+	local how
+	for how in shim kernel; do
+		rm -f "$F.$how" "$T/held" "$T/go"
+		if [ $how = kernel ]; then export DIOSHIM_DISABLE=1; fi
+		shim "$HELPERS/t_fops" -d -c "$F.$how" w 0 64K x41 kernel \
+			touch "$T/held" wait "$T/go" fa 0 64K 64K fa zero 128K 64K \
+			trunc 512K size >"$T/$how" 2>&1 3>&- &
+		BG=$!
+		wait_file "$T/held"
+		noshim setcap cap_net_raw+ep "$F.$how"
+		touch "$T/go"
+		wait "$BG"
+		BG=
+		unset DIOSHIM_DISABLE
+		echo "$how: $(grep -v '^kernel' "$T/$how" | tr '\n' ' ') cap '$(noshim getcap "$F.$how")'"
+	done
+	diff -u <(grep -v '^kernel' "$T/kernel") <(grep -v '^kernel' "$T/shim")
+	[ -z "$(noshim getcap "$F.kernel")" ]
+	[ -z "$(noshim getcap "$F.shim")" ]
 }

@@ -12,6 +12,9 @@
  *   zgrow LEN | kgrow LEN | tgrow LEN   the size grows by LEN past the
  *                  size fstat gives: fallocate(ZERO_RANGE), fallocate
  *                  (KEEP_SIZE: it does not), ftruncate
+ *   dgrow LEN      fallocate(0) of LEN past the size through the O_DSYNC
+ *                  descriptor: prints "synced SIZE" (the kernel makes
+ *                  such a growth durable before it returns)
  *   dsync LEN      append LEN bytes as "a" does, through a second
  *                  descriptor opened O_DSYNC|O_DIRECT (kept for the
  *                  next ones): prints "synced SIZE", the write durable
@@ -87,6 +90,18 @@ int main(int argc, char **argv)
 			memset(buf, 'a' + n++ % 26, (size_t)len);
 			if (pwrite(dfd, buf, (size_t)len, st.st_size) != len) {
 				perror("dsync");
+				return 1;
+			}
+			printf("synced %lld\n", (long long)(st.st_size + len));
+		} else if (!strcmp(op, "dgrow") && i + 1 < argc) {
+			long long len = num(argv[++i]);
+
+			if (dfd < 0)
+				dfd = open(argv[1], O_WRONLY | O_DSYNC | O_DIRECT);
+			if (dfd < 0 || len <= 0 || fstat(fd, &st))
+				return 1;
+			if (fallocate(dfd, 0, st.st_size, len)) {
+				perror("dgrow");
 				return 1;
 			}
 			printf("synced %lld\n", (long long)(st.st_size + len));
