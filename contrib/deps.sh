@@ -30,6 +30,14 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 ||
 	need="$need postgresql"
 have db_bench || need="$need rocksdb-tools"
 have gnuplot || need="$need gnuplot-nox" # bench/real.png
+# A real guest (tests/bats/vm.bats, tests/lib/vm.sh): QEMU, a kernel with
+# its modules, a static busybox (busybox-static's; busybox's is dynamic)
+# for its initramfs, which fio goes into too.
+have qemu-system-x86_64 || need="$need qemu-system-x86"
+ls /boot/vmlinuz-* >/dev/null 2>&1 || need="$need linux-image-amd64"
+dpkg -s busybox-static >/dev/null 2>&1 || need="$need busybox-static"
+have cpio || need="$need cpio"
+have xz || need="$need xz-utils"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "dioshim: missing:$need — run 'make deps' as root, or install them" >&2
