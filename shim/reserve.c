@@ -426,7 +426,7 @@ void reserve_exact_done(struct shim_file *f, int fd)
 bool reserve_trim(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t eof = atomic_load(&seg->eof), aligned, target;
+	uint64_t eof = atomic_load(&seg->eof), aligned, target, claimed;
 	struct stat st;
 	int rc, err;
 
@@ -446,9 +446,18 @@ bool reserve_trim(struct shim_file *f, int fd)
 		return record_forget(f, fd);
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
-	 * its write but before moving eof) ends where the data ends. */
+	 * its write but before moving eof) ends where the data ends.  Only
+	 * a write claimed past eof can have put any there (the tail, or
+	 * touched): what else the extent map calls data past it is the
+	 * kernel's own — zeros a large folio of the page cache wrote back
+	 * past the logical size, the kernel's being further. */
 	aligned = round_up(eof, seg_blksize(seg));
-	target = recover_data_end(fd, aligned);
+	claimed = round_up(tail_of(atomic_load(&seg->tail)), seg_blksize(seg));
+	if (claimed < atomic_load(&seg->touched))
+		claimed = round_up(atomic_load(&seg->touched), seg_blksize(seg));
+	target = claimed > aligned ? recover_data_end(fd, aligned) : aligned;
+	if (target > claimed)
+		target = claimed;
 	if (target <= aligned)
 		target = eof; /* no data past the block holding eof */
 	/* Nor what asynchronous writes may still be writing: the kernel's
