@@ -30,6 +30,7 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 ||
 	need="$need postgresql"
 have db_bench || need="$need rocksdb-tools"
 have gnuplot || need="$need gnuplot-nox" # bench/real.png
+have setcap || need="$need libcap2-bin" # grow.bats: a file with a capability
 # A real guest (tests/bats/vm.bats, tests/lib/vm.sh): QEMU, a kernel with
 # its modules, a static busybox (busybox-static's; busybox's is dynamic)
 # for its initramfs, which fio goes into too.
