@@ -160,10 +160,58 @@ uint64_t recover_data_end(int fd, uint64_t from)
 	return seek_data_end(fd, from, size);
 }
 
+#define ZERO_LOOK (64u << 10)
+
+static bool zeros_through(int fd, uint64_t from, uint64_t to, uint64_t *buf)
+{
+	uint64_t at, i;
+	ssize_t n;
+
+	for (at = from; at < to; at += (uint64_t)n) {
+		n = sys_pread(fd, buf,
+			      to - at < ZERO_LOOK ? to - at : ZERO_LOOK,
+			      (off_t)at);
+		if (n <= 0 || n % 8)
+			return false;
+		for (i = 0; i < (uint64_t)n / 8; i++)
+			if (buf[i])
+				return false;
+	}
+	return true;
+}
+
+bool recover_zeros(int fd, uint64_t from, uint64_t to)
+{
+	uint64_t *buf = (uint64_t *)syscall(SYS_mmap, NULL, ZERO_LOOK,
+					    PROT_READ | PROT_WRITE,
+					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int rfd = fd;
+	bool zero;
+
+	if (buf == MAP_FAILED)
+		return false;
+	/* A descriptor for writing only (a last close through one): a
+	 * second one, for this. */
+	if (!recover_fd_readable(fd))
+		rfd = recover_reopen(fd, O_RDONLY);
+	zero = rfd >= 0 && zeros_through(rfd, from, to, buf);
+	if (rfd >= 0 && rfd != fd)
+		sys_close(rfd);
+	sys_munmap(buf, ZERO_LOOK);
+	return zero;
+}
+
 /* A block size to round with, whoever passed it. */
 static uint64_t valid_blksize(uint64_t bs)
 {
 	return bs >= 512 && bs <= (1u << 20) && !(bs & (bs - 1)) ? bs : 4096;
+}
+
+bool recover_fd_readable(int fd)
+{
+	int fl = sys_fcntl(fd, F_GETFL, 0);
+
+	return fl >= 0 && (fl & O_ACCMODE) != O_WRONLY;
 }
 
 bool recover_fd_writable(int fd)

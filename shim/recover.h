@@ -37,6 +37,10 @@ void recover_drop_cache(int fd, uint64_t from, uint64_t to);
  */
 uint64_t recover_data_end(int fd, uint64_t from);
 
+/* Whether [from, to) of fd (blocks, at most a few MiB) reads as zeros:
+ * false when it cannot be read. */
+bool recover_zeros(int fd, uint64_t from, uint64_t to);
+
 enum recover_outcome {
 	RECOVER_NO_RECORD, /* nothing to do: the file is left alone */
 	RECOVER_CLEAN, /* a record, but no tail to cut: record removed */
@@ -52,6 +56,7 @@ struct recover_report {
 
 /* Whether fd is open for writing. */
 bool recover_fd_writable(int fd);
+bool recover_fd_readable(int fd);
 /* A new descriptor of fd's file, opened by its /proc/self/fd link with
  * flags (O_NOCTTY and O_CLOEXEC added); -1 with errno.  Closing it drops
  * every POSIX lock this process holds on the file. */

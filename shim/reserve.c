@@ -423,10 +423,33 @@ void reserve_exact_done(struct shim_file *f, int fd)
 	seg_unlock(&seg->ext_lock);
 }
 
+/* The most a large folio of the page cache reaches past the block that
+ * holds eof (a PMD's worth on x86-64). */
+#define FOLIO_REACH (2ull << 20)
+
+/*
+ * Whether what the extent map calls data in [from, to), past eof, is the
+ * kernel's own: zeros a large folio dirtied just below eof wrote back
+ * whole — the kernel's size being the reservation's, nothing cut them
+ * at eof as the kernel alone does — where no write was claimed (tail,
+ * touched).  Read to be sure: a write the shim did not see (a ring it
+ * passes through) is kept.
+ */
+static bool kernel_zeros(struct dioshim_seg *seg, int fd, uint64_t from,
+			 uint64_t to)
+{
+	uint64_t claimed = tail_of(atomic_load(&seg->tail));
+
+	if (claimed < atomic_load(&seg->touched))
+		claimed = atomic_load(&seg->touched);
+	return claimed <= from && to - from <= FOLIO_REACH &&
+	       recover_zeros(fd, from, to);
+}
+
 bool reserve_trim(struct shim_file *f, int fd)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t eof = atomic_load(&seg->eof), aligned, target, claimed;
+	uint64_t eof = atomic_load(&seg->eof), aligned, target;
 	struct stat st;
 	int rc, err;
 
@@ -446,19 +469,11 @@ bool reserve_trim(struct shim_file *f, int fd)
 		return record_forget(f, fd);
 	}
 	/* Never cut data: a tail that holds some (a writer that died after
-	 * its write but before moving eof) ends where the data ends.  Only
-	 * a write claimed past eof can have put any there (the tail, or
-	 * touched): what else the extent map calls data past it is the
-	 * kernel's own — zeros a large folio of the page cache wrote back
-	 * past the logical size, the kernel's being further. */
+	 * its write but before moving eof, a queued write the shim does not
+	 * see) ends where the data ends. */
 	aligned = round_up(eof, seg_blksize(seg));
-	claimed = round_up(tail_of(atomic_load(&seg->tail)), seg_blksize(seg));
-	if (claimed < atomic_load(&seg->touched))
-		claimed = round_up(atomic_load(&seg->touched), seg_blksize(seg));
-	target = claimed > aligned ? recover_data_end(fd, aligned) : aligned;
-	if (target > claimed)
-		target = claimed;
-	if (target <= aligned)
+	target = recover_data_end(fd, aligned);
+	if (target <= aligned || kernel_zeros(seg, fd, aligned, target))
 		target = eof; /* no data past the block holding eof */
 	/* Nor what asynchronous writes may still be writing: the kernel's
 	 * truncate waits for them, then would cut them. */

@@ -80,6 +80,16 @@ static void fail(const char *what)
 	exit(1);
 }
 
+/* A queued call that did not do what it must: what it returned. */
+static void fail_queue(const char *what, long r)
+{
+	char why[128];
+
+	snprintf(why, sizeof(why), "%s returned %ld (%s)", what, r,
+		 r < 0 ? strerror((int)-r) : "short");
+	fail(why);
+}
+
 static void fill(unsigned char *p, uint64_t n)
 {
 	uint64_t i, v = rnd();
@@ -313,14 +323,18 @@ static void op_grow(void)
 		pick(true, &woff, &wlen, MAXSZ);
 		fill(cmpbuf, wlen);
 		io_prep_pwrite(&io, dfd, cmpbuf, wlen, (long long)woff);
-		if (io_submit(actx, 1, &p) != 1)
-			fail("io_submit");
+		long n = io_submit(actx, 1, &p);
+
+		if (n != 1)
+			fail_queue("io_submit", n);
 	}
 	r = mode < 0 ? rv(ftruncate(bfd, (off_t)end))
 		     : rv(fallocate(bfd, mode, (off_t)off, (off_t)len));
 	if (racing) {
-		if (io_getevents(actx, 1, 1, &ev, NULL) != 1)
-			fail("io_getevents");
+		long n = io_getevents(actx, 1, 1, &ev, NULL);
+
+		if (n != 1)
+			fail_queue("io_getevents", n);
 		w = (long long)(long)ev.res;
 		printf("aio_write %llu %llu -> %lld, beside: ",
 		       (unsigned long long)woff, (unsigned long long)wlen, w);
@@ -384,9 +398,12 @@ static void op_aio(bool write)
 			io_prep_preadv(&io, dfd, iov, 2, (long long)off);
 		}
 	}
-	if (io_submit(actx, 1, &p) != 1 ||
-	    io_getevents(actx, 1, 1, &ev, NULL) != 1)
-		fail("io_submit");
+	r = io_submit(actx, 1, &p);
+	if (r != 1)
+		fail_queue("io_submit", (long)r);
+	r = io_getevents(actx, 1, 1, &ev, NULL);
+	if (r != 1)
+		fail_queue("io_getevents", (long)r);
 	r = (long long)(long)ev.res;
 	if (write) {
 		printf("aio_write %llu %llu -> %lld\n", (unsigned long long)off,
