@@ -22,12 +22,8 @@ setup() {
 	BG=
 }
 teardown() {
-	local p
 	reap_bg "$T/written" "$T/go"
-	for p in "${PIDS[@]}"; do
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	kill_writers
 }
 
 # t_fops OPS... under the shim and with the kernel alone, each traced
@@ -168,28 +164,6 @@ clusters() {
 
 # ---- crashes -------------------------------------------------------------
 
-start_writer() {
-	local how=$1 file=$2 launch=$DIOSHIM out
-	shift 2
-	out=$T/$(basename "$file")
-	rm -f "$out.ready"
-	[ "$how" = noshim ] && launch="env -u LD_PRELOAD"
-	$launch "$HELPERS/recwrite" "$file" "$@" ready "$out.ready" pause \
-		>"$out.out" 2>&1 3>&- &
-	PIDS+=($!)
-	wait_file "$out.ready"
-}
-
-kill_writers() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	PIDS=()
-}
-
-synced() { sed -n 's/^synced //p' "$T/$(basename "$1").out" | tail -1; }
 
 # Run OPS under the shim and outside it, then kill -9 both (CUT=kill) or
 # cut the power (CUT=power); recover; both files must have the same size

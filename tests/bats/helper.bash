@@ -159,3 +159,33 @@ slowed_run() {
 	echo "$side: status $status, $output"
 }
 
+# recwrite writers for crash tests (recovery.bats, grow.bats): the
+# caller keeps their pids in PIDS and its files in $T.
+# Start recwrite in the background (under the shim, or "noshim") with
+# OPS, then wait until it is paused with every step done.  Background
+# processes are started by exec'ing launchers (so that $! is the process
+# to kill) and without bats' output descriptor.  What they print is kept
+# off the scratch filesystem, which a power cut may take with it.
+start_writer() {
+	local how=$1 file=$2 launch=$DIOSHIM out
+	shift 2
+	out=$T/$(basename "$file")
+	rm -f "$out.ready"
+	[ "$how" = noshim ] && launch="env -u LD_PRELOAD"
+	$launch "$HELPERS/recwrite" "$file" "$@" ready "$out.ready" pause \
+		>"$out.out" 2>&1 3>&- &
+	PIDS+=($!)
+	wait_file "$out.ready"
+}
+
+kill_writers() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -9 "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	PIDS=()
+}
+
+# The size the writer's last sync acknowledged.
+synced() { sed -n 's/^synced //p' "$T/$(basename "$1").out" | tail -1; }
