@@ -1232,8 +1232,9 @@ static int fallocate_kept(struct shim_file *f, int fd, int mode, uint64_t off,
  * ZERO_RANGE or alone): what the reservation holds untouched is answered
  * as it is; past phys the reservation grows over it first, as for an
  * append; what a write touched is the kernel's.  The blocks are the
- * application's: the trim keeps them.  -2: not served (nothing done).
+ * application's: the trim keeps them.  NOT_SERVED: nothing done.
  */
+#define NOT_SERVED (-2) /* neither a call's answer nor posix_fallocate's */
 static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
 			   uint64_t end, bool posix, bool dsync, int *err,
 			   bool *sync)
@@ -1247,10 +1248,10 @@ static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
 	int ret;
 
 	if (serve == SERVE_NO)
-		return -2;
+		return NOT_SERVED;
 	sh = inflight_enter_fd(f, fd);
 	if (!sh)
-		return -2;
+		return NOT_SERVED;
 	*sync = serve == SERVE_SYNC;
 	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
 		res = reserve_extend(f, fd, off, end);
@@ -1289,7 +1290,7 @@ static int fallocate_in_place(struct shim_file *f, int fd, int mode,
 	    end > atomic_load_explicit(&seg->eof, memory_order_acquire)) {
 		ret = fallocate_ahead(f, fd, mode, off, end, posix, dsync, err,
 				      sync);
-		if (ret != -2)
+		if (ret != NOT_SERVED)
 			return ret;
 	}
 	/* A punch past eof: the reserved blocks there are not untouched. */
