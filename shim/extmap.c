@@ -70,9 +70,16 @@ static bool cover(const struct fiemap_extent *e, void *arg)
 	return true;
 }
 
-bool extmap_allocated(int fd, uint64_t from, uint64_t to)
+uint64_t extmap_allocated_to(int fd, uint64_t from, uint64_t to)
 {
 	struct covered c = { .pos = from };
 
-	return extmap_walk(fd, from, to, cover, &c) && !c.gap && c.pos >= to;
+	if (!extmap_walk(fd, from, to, cover, &c))
+		return from;
+	return c.pos < to ? c.pos : to;
+}
+
+bool extmap_allocated(int fd, uint64_t from, uint64_t to)
+{
+	return extmap_allocated_to(fd, from, to) >= to;
 }

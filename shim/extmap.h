@@ -23,4 +23,8 @@ bool extmap_walk(int fd, uint64_t from, uint64_t to, extmap_fn fn, void *arg);
  * allocation in it?  False where the map cannot say. */
 bool extmap_allocated(int fd, uint64_t from, uint64_t to);
 
+/* Where the allocation that starts at from ends, up to to: from if from
+ * is in a hole or the map cannot say, to if [from, to) is allocated. */
+uint64_t extmap_allocated_to(int fd, uint64_t from, uint64_t to);
+
 #endif

@@ -151,7 +151,8 @@ enum fill { FILL_DONE, FILL_OTHER, FILL_FAILED };
  * it.  Never past the kernel's size (phys): blocks allocated there would
  * outlive the file's last close when nothing is reserved to cut; a chunk
  * the size cuts is allocated up to it, and marked whole once the extent
- * map shows it whole (the reservation's fallocate allocates the rest).
+ * map shows it whole (the reservation's fallocate allocates the rest, or
+ * a later fill, once the size has moved on, from where this one ended).
  * FILL_OTHER: another writer is at it, and the write goes into the hole,
  * as with the kernel alone, rather than drain the file's I/O for a
  * second fallocate.
@@ -160,7 +161,7 @@ static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk,
 		      uint64_t phys)
 {
 	struct dioshim_seg *seg = f->seg;
-	uint64_t start = i * chunk, end = start + chunk;
+	uint64_t start = i * chunk, end = start + chunk, from = start;
 	_Atomic uint64_t *w = claim_word(seg, start);
 	enum fill r = FILL_DONE;
 
@@ -170,13 +171,16 @@ static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk,
 		return FILL_FAILED; /* into the hole, as the kernel alone */
 	if (!claim(w, start + 1))
 		return FILL_OTHER;
+	/* A chunk the size cut before was allocated up to it: from there. */
+	if (!bit_test(seg, i))
+		from = extmap_allocated_to(fd, start, end);
 	if (bit_test(seg, i)) {
 		/* Filled between our look and the claim. */
-	} else if (extmap_allocated(fd, start, end)) {
+	} else if (from >= end) {
 		if (end == start + chunk)
 			bit_set(seg, i);
-	} else if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)start,
-				 (off_t)(end - start))) {
+	} else if (sys_fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from,
+				 (off_t)(end - from))) {
 		/* ENOSPC, EDQUOT, no fallocate: the write goes as it is, into
 		 * its hole. */
 		log_once("prefill of %llu bytes failed (%s): writing into "
