@@ -39,6 +39,14 @@ test: deps test-build
 
 .PHONY: test test-build
 
+# The checks of the house alone: the layers of shim/ (shim/layers), the
+# sizes of files and functions, the exports against real.def.
+layers: all
+	@for t in tests/checks/*.sh; do \
+		BUILD=$(abspath $(BUILD)) $$t || exit 1; done
+
+.PHONY: layers
+
 # The model checker for longer: 64 seeds of 20000 operations on ext4 and
 # XFS (about 20 minutes); MODEL_SEEDS and MODEL_OPS as for tests/run.sh.
 model: deps test-build

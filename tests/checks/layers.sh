@@ -1,0 +1,67 @@
+#!/bin/bash
+# layers.sh: the layering of shim/ (DESIGN.md 8), from the objects' symbols
+# and shim/layers, the one rank table.  Fails on a reference from a lower
+# layer to a higher one, on any cycle (also inside one layer), on an
+# #include of a higher layer's header, and on an object the table does not
+# rank.  Exit 0 pass, 1 fail, 77 skip (no objects or no nm).
+#   BUILD=build tests/checks/layers.sh      (-v: print every edge)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+obj=${BUILD:-$top/build}/obj
+table=$top/shim/layers
+command -v nm >/dev/null || { echo "nm is not installed"; exit 77; }
+command -v tsort >/dev/null || { echo "tsort is not installed"; exit 77; }
+ls "$obj"/*.o >/dev/null 2>&1 || { echo "no objects in $obj: make first"; exit 77; }
+
+# module -> layer
+declare -A rank
+while read -r mod layer _; do
+	case $mod in ''|'#'*) continue ;; esac
+	rank[$mod]=${layer#L}
+done <"$table"
+
+bad=0
+fail() { echo "$*"; bad=1; }
+
+# Symbol edges: "from to symbol", for the library's objects.
+edges=$(for o in "$obj"/*.o; do
+	m=$(basename "$o" .o)
+	case $m in stub_*) continue ;; esac
+	[ -n "${rank[$m]}" ] || fail "$m.o: not in shim/layers"
+	nm --defined-only -g "$o" | awk -v m="$m" 'NF == 3 { print "D", m, $3 }'
+	nm -u "$o" | awk -v m="$m" '{ print "U", m, $2 }'
+done | awk '$1 == "D" { def[$3] = $2 }
+	$1 == "U" { n++; um[n] = $2; us[n] = $3 }
+	END { for (i = 1; i <= n; i++)
+		if (def[us[i]] != "" && def[us[i]] != um[i])
+			print um[i], def[us[i]], us[i] }')
+
+# Include edges: a file of module m including "x.h" of module x.
+# Exceptions, each with its reason:
+#   hot  defines, on the one page every wrapper reads, variables that
+#        belong to real, shm and fdtable: it includes their headers for
+#        the types alone, and references nothing.
+incs=$(cd "$top/shim" && grep -H '^#include "' *.c *.h 2>/dev/null |
+	sed -E 's/^([a-z_0-9]+)\.[ch]:#include "([a-z_0-9]+)\.(h|def)".*/\1 \2/' |
+	awk '$1 != $2 && $1 != "hot"')
+
+while read -r from to sym; do
+	[ -n "$from" ] || continue
+	[ -n "${rank[$to]}" ] || continue
+	[ "${rank[$from]:-9}" -ge "${rank[$to]}" ] ||
+		fail "up: $from (L${rank[$from]}) -> $to (L${rank[$to]}): $sym"
+	[ "$1" = -v ] && echo "$from -> $to: $sym"
+done <<<"$edges"
+while read -r from to; do
+	[ -n "$from" ] || continue
+	[ -n "${rank[$from]}" ] && [ -n "${rank[$to]}" ] || continue
+	[ "${rank[$from]}" -ge "${rank[$to]}" ] ||
+		fail "up: $from (L${rank[$from]}) includes $to.h (L${rank[$to]})"
+done <<<"$incs"
+
+# Cycles, symbols and includes together: tsort names the modules of each
+# loop on stderr.
+loops=$( { awk '{ print $2, $1 }' <<<"$edges"; awk '{ print $2, $1 }' <<<"$incs"; } |
+	sort -u | tsort 2>&1 >/dev/null | sed -n "s/^tsort: \([a-z_0-9]*\)$/\1/p" | sort -u | tr "\n" " ")
+[ -z "$loops" ] || fail "cycle:" $loops
+[ $bad -eq 0 ] && echo "$(wc -l <<<"$edges") references, every one downward or level, no cycle"
+exit $bad
