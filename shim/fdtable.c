@@ -22,6 +22,7 @@
 #include "fdtable.h"
 
 #include "config.h"
+#include "guard.h"
 #include "inflight.h"
 #include "io.h"
 #include "log.h"

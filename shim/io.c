@@ -62,8 +62,6 @@ static inline bool words_stale(struct dioshim_seg *seg)
 /* Highest user address on x86_64 with 4-level paging. */
 #define USER_TOP ((uintptr_t)1 << 47)
 
-__thread int io_busy __attribute__((tls_model("initial-exec")));
-
 bool io_kernel_ready(void)
 {
 	static int ready; /* 0 unknown, 1 yes, 2 no */
