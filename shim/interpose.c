@@ -2133,35 +2133,10 @@ __asm__(".pushsection .text\n"
 	"\tje dioshim_syscall_served\n"
 	"\tcmp $" XSTR(SYS_ioctl) ", %rdi\n"
 	"\tje dioshim_syscall_served\n"
-	"dioshim_syscall_raw:\n"
-	"\tmov %rdi, %rax\n"
-	"\tmov %rsi, %rdi\n"
-	"\tmov %rdx, %rsi\n"
-	"\tmov %rcx, %rdx\n"
-	"\tmov %r8, %r10\n"
-	"\tmov %r9, %r8\n"
-	"\tmov 8(%rsp), %r9\n"
-	"\tsyscall\n"
-	"\tcmp $-4095, %rax\n"
-	"\tjae 1f\n"
-	"\tret\n"
-	"1:\tmov %rax, %rdi\n"
-	"\tjmp dioshim_syscall_failed\n"
+	"\tjmp sys_call\n"
 	".cfi_endproc\n"
 	".size syscall, .-syscall\n"
 	".popsection\n");
-
-/* The raw path's failure: errno from the kernel's answer. */
-__attribute__((used, visibility("hidden"))) long
-dioshim_syscall_failed(long neg)
-{
-	errno = (int)-neg;
-	return -1;
-}
-
-/* The raw path for a number the served one passes on (an ioctl that is
- * not a block request). */
-long dioshim_syscall_raw(long n, ...) __attribute__((visibility("hidden")));
 
 /* A system call is no cancellation point: neither is the wrapper's work
  * for one (glibc's copy_file_range and splice are). */
@@ -2173,7 +2148,7 @@ dioshim_syscall_served(long n, long a0, long a1, long a2, long a3, long a4,
 	int cs;
 
 	if (n == SYS_ioctl && !blocks_request((unsigned int)a1))
-		return dioshim_syscall_raw(n, a0, a1, a2, a3, a4, a5);
+		return sys_call(n, a0, a1, a2, a3, a4, a5);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	lib_ensure();
 	switch (n) {
@@ -2192,8 +2167,7 @@ dioshim_syscall_served(long n, long a0, long a1, long a2, long a3, long a4,
 	default: /* SYS_ioctl, a block request */
 		r = shim_on() ? blocks_call((int)a0, (unsigned int)a1,
 					    (unsigned long)a1, (void *)a2)
-			      : dioshim_syscall_raw(n, a0, a1, a2, a3, a4,
-						    a5);
+			      : sys_call(n, a0, a1, a2, a3, a4, a5);
 		break;
 	}
 	pthread_setcancelstate(cs, NULL);

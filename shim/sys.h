@@ -22,6 +22,17 @@
 #include <unistd.h>
 
 /*
+ * A system call made as it is: entry.c's raw entry on x86_64, where the
+ * library's syscall() is a wrapper (wrap_xfer.c); libc's elsewhere, where
+ * it is not wrapped.
+ */
+#if defined(__x86_64__)
+long sys_call(long n, ...) __attribute__((visibility("hidden")));
+#else
+#define sys_call syscall
+#endif
+
+/*
  * The shim's own calls that change nothing, or whose repetition does what
  * one would (a stat, a truncate to a size, an unlink, a lock test), are
  * made again when the kernel could not make them for the moment (EINTR,
@@ -87,6 +98,26 @@ static inline int sys_mincore(void *addr, size_t len, unsigned char *vec)
 static inline int sys_munmap(void *addr, size_t len)
 {
 	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* The shim's own mappings and advice, and its write-out of a range: not
+ * the wrappers (the mmap and madvise wrappers tell umem.c, and none of
+ * these is a mapping, an advice or a range the program reads). */
+static inline void *sys_mmap(void *addr, size_t len, int prot, int flags,
+			     int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static inline int sys_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static inline int sys_sync_file_range(int fd, off_t off, off_t n,
+				      unsigned int flags)
+{
+	return (int)syscall(SYS_sync_file_range, fd, off, n, flags);
 }
 
 static inline ssize_t sys_read(int fd, void *buf, size_t n)
