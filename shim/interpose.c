@@ -77,7 +77,7 @@ static pid_t lib_pid;
 static void atfork_child(void)
 {
 	umem_atfork_child();
-	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
+	__atomic_store_n(&lib_pid, (pid_t)sys_call(SYS_getpid),
 			 __ATOMIC_RELAXED);
 	async_atfork_child();
 	fdtable_atfork_child();
@@ -94,7 +94,7 @@ static void lib_init_once(void)
 	 * application's. */
 	int saved = errno;
 
-	__atomic_store_n(&lib_pid, (pid_t)syscall(SYS_getpid),
+	__atomic_store_n(&lib_pid, (pid_t)sys_call(SYS_getpid),
 			 __ATOMIC_RELAXED);
 	real_resolve();
 	config_load();
@@ -169,7 +169,7 @@ static __attribute__((noinline)) bool vfork_child_slow(void)
 {
 	pid_t me = __atomic_load_n(&lib_pid, __ATOMIC_RELAXED);
 
-	return me && (pid_t)syscall(SYS_getpid) != me;
+	return me && (pid_t)sys_call(SYS_getpid) != me;
 }
 
 /* Whether this is a vfork child running in its parent's memory. */
@@ -1907,7 +1907,7 @@ static bool source_held(const struct holds *hs, int fd)
 static bool splice_wait(int pipe_fd, short events)
 {
 	struct pollfd p = { .fd = pipe_fd, .events = events };
-	int fl = (int)syscall(SYS_fcntl, pipe_fd, F_GETFL);
+	int fl = (int)sys_call(SYS_fcntl, pipe_fd, F_GETFL);
 
 	if (fl < 0 || (fl & O_NONBLOCK))
 		return false;
@@ -2108,7 +2108,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 #if defined(__x86_64__)
 /*
- * syscall(3): a program that copies with syscall(SYS_copy_file_range, ...)
+ * syscall(3): a program that copies with sys_call(SYS_copy_file_range, ...)
  * — written before glibc had the function, as fstests' fsx still is —
  * gets the function's rules, and so do SYS_sendfile, SYS_splice and
  * SYS_ioctl.  Every other number is made by the same few instructions
@@ -2198,7 +2198,7 @@ static long mm_result(long r, bool lost, const void *addr, size_t len)
 
 EXPORT int munmap(void *addr, size_t len)
 {
-	return (int)mm_result(syscall(SYS_munmap, addr, len), true, addr, len);
+	return (int)mm_result(sys_call(SYS_munmap, addr, len), true, addr, len);
 }
 
 /* The range a protection change reaches: PROT_GROWSDOWN and PROT_GROWSUP
@@ -2213,7 +2213,7 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 {
 	/* Unreadable, or unwritable (an iocb the kernel and the shim store
 	 * in). */
-	return (int)mm_result(syscall(SYS_mprotect, addr, len, prot),
+	return (int)mm_result(sys_call(SYS_mprotect, addr, len, prot),
 			      (prot & (PROT_READ | PROT_WRITE)) !=
 				      (PROT_READ | PROT_WRITE),
 			      addr, prot_reach(prot, len));
@@ -2222,7 +2222,7 @@ EXPORT int mprotect(void *addr, size_t len, int prot)
 EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
 	/* A key may deny what the protection allows. */
-	return (int)mm_result(syscall(SYS_pkey_mprotect, addr, len, prot,
+	return (int)mm_result(sys_call(SYS_pkey_mprotect, addr, len, prot,
 				      pkey), true, addr, prot_reach(prot, len));
 }
 
@@ -2240,7 +2240,7 @@ static size_t advice_reach(int advice, size_t len)
 
 EXPORT int madvise(void *addr, size_t len, int advice)
 {
-	return (int)mm_result(syscall(SYS_madvise, addr, len, advice),
+	return (int)mm_result(sys_call(SYS_madvise, addr, len, advice),
 			      !umem_advice_keeps(advice), addr,
 			      advice_reach(advice, len));
 }
@@ -2258,7 +2258,7 @@ static void *mmap_common(void *addr, size_t len, int prot, int flags, int fd,
 			 off64_t off)
 {
 	/* MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE does not. */
-	return (void *)mm_result(syscall(SYS_mmap, addr, len, prot, flags, fd,
+	return (void *)mm_result(sys_call(SYS_mmap, addr, len, prot, flags, fd,
 					 off),
 				 flags & MAP_FIXED, addr,
 				 map_reach(flags, len));
@@ -2296,20 +2296,20 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 		to = va_arg(ap, void *);
 		va_end(ap);
 	}
-	return (void *)mm_result(syscall(SYS_mremap, old, old_len, new_len,
+	return (void *)mm_result(sys_call(SYS_mremap, old, old_len, new_len,
 					 flags, to),
 				 true, NULL, SIZE_MAX);
 }
 
 EXPORT int shmdt(const void *addr)
 {
-	return (int)mm_result(syscall(SYS_shmdt, addr), true, NULL, SIZE_MAX);
+	return (int)mm_result(sys_call(SYS_shmdt, addr), true, NULL, SIZE_MAX);
 }
 
 /* SHM_REMAP maps over what was there (read-only, with SHM_RDONLY). */
 EXPORT void *shmat(int id, const void *addr, int flags)
 {
-	return (void *)mm_result(syscall(SYS_shmat, id, addr, flags),
+	return (void *)mm_result(sys_call(SYS_shmat, id, addr, flags),
 				 flags & SHM_REMAP, NULL, SIZE_MAX);
 }
 
@@ -2318,7 +2318,7 @@ EXPORT void *shmat(int id, const void *addr, int flags)
 EXPORT ssize_t process_madvise(int pidfd, const struct iovec *iov, size_t n,
 			       int advice, unsigned int flags)
 {
-	return (ssize_t)mm_result(syscall(SYS_process_madvise, pidfd, iov, n,
+	return (ssize_t)mm_result(sys_call(SYS_process_madvise, pidfd, iov, n,
 					  advice, flags),
 				  !umem_advice_keeps(advice), NULL, SIZE_MAX);
 }

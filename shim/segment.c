@@ -490,7 +490,7 @@ static void seg_note_path(struct dioshim_seg *seg, int fd)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = syscall(SYS_readlinkat, AT_FDCWD, link, seg->path,
+	n = sys_call(SYS_readlinkat, AT_FDCWD, link, seg->path,
 		    sizeof(seg->path) - 1);
 	if (n <= 0 || n >= (ssize_t)sizeof(seg->path) - 1 ||
 	    seg->path[0] != '/' || strstr(seg->path, " (deleted)"))
@@ -1442,7 +1442,7 @@ bool segment_exists(const struct stat *file)
 	return !segment_path_of(path, sizeof(path), file->st_dev,
 				file->st_ino, file->st_mode, file->st_gid,
 				false) &&
-	       syscall(SYS_newfstatat, AT_FDCWD, path, &st,
+	       sys_call(SYS_newfstatat, AT_FDCWD, path, &st,
 		       AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -1584,7 +1584,7 @@ bool file_identify(int fd, struct file_id *id)
 	 * file; the users and groups an ACL names — would write beside a
 	 * reservation: such a file is served for no one (DESIGN.md 4). */
 	if ((stx.stx_mode & S_IWOTH) ||
-	    syscall(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
+	    sys_call(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
 		return false;
 	id->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	id->ino = stx.stx_ino;
@@ -1611,7 +1611,7 @@ bool file_identify(int fd, struct file_id *id)
 		id->birth_kind = DIOSHIM_BIRTH_BTIME;
 		id->birth_sec = stx.stx_btime.tv_sec;
 		id->birth_nsec = stx.stx_btime.tv_nsec;
-		if (syscall(SYS_ioctl, fd, FS_IOC_GETVERSION, &gen) == 0) {
+		if (sys_call(SYS_ioctl, fd, FS_IOC_GETVERSION, &gen) == 0) {
 			id->birth_kind = DIOSHIM_BIRTH_GEN;
 			id->birth_gen = gen;
 		}
