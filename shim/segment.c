@@ -174,7 +174,7 @@ static bool slot_back_range(struct dioshim_seg *seg, int n)
 	uintptr_t from = (uintptr_t)&seg->slot[0];
 	uintptr_t to = ((uintptr_t)&seg->slot[n] + 4095) & ~(uintptr_t)4095;
 
-	return !SYS_TRY(madvise((void *)from, to - from,
+	return !SYS_TRY(sys_madvise((void *)from, to - from,
 				MADV_POPULATE_WRITE)) ||
 	       (errno == EINVAL && slot_back_by_fd(seg, from, to));
 }
@@ -190,7 +190,7 @@ bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
 	if ((atomic_load_explicit(&seg->lazy_backed, memory_order_acquire) &
 	     want) == want)
 		return true;
-	if (madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
+	if (sys_madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
 		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
 		log_once("shared memory for the extent-lock table or the "
 			 "prefill bitmap unavailable (%s): doing without",
@@ -209,7 +209,7 @@ void lazy_reset(struct dioshim_seg *seg)
 	for (pg = 0; pg < DIOSHIM_LAZY_PAGES; pg++) {
 		char *page = (char *)seg + DIOSHIM_LAZY_OFF + (size_t)pg * 4096;
 
-		if ((had & (1u << pg)) && madvise(page, 4096, MADV_REMOVE))
+		if ((had & (1u << pg)) && sys_madvise(page, 4096, MADV_REMOVE))
 			memset(page, 0, 4096);
 	}
 }

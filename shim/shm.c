@@ -235,7 +235,7 @@ void *shm_open_existing(const char *path, size_t size, bool writable,
 		errno = err;
 		return NULL;
 	}
-	map = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
+	map = sys_mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
 		   MAP_SHARED, fd, 0);
 	err = errno;
 	sys_close(fd);
@@ -280,7 +280,7 @@ void *shm_create_published(const char *path, size_t size,
 	    sys_fchmod(fd, own->mode) ||
 	    shm_back(fd, size, shm_backed_size(size)))
 		goto fail_fd;
-	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		goto fail_fd;
 	sys_close(fd);

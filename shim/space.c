@@ -288,7 +288,7 @@ static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
 {
 	struct scan s = { NULL, dev, LV_TOP, fn, arg };
 
-	scratch = mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
+	scratch = sys_mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (scratch == MAP_FAILED) {
 		scratch = NULL;
