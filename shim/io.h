@@ -2,7 +2,7 @@
 /*
  * The I/O paths: how a write, a read, a position or size call on a served
  * fd uses the mechanisms (in-flight counter, reservation, EOF words, append
- * tail, barrier).  The wrappers in interpose.c decode their arguments into
+ * tail, barrier).  The wrappers (wrap_*.c) decode their arguments into
  * an io_req and call here; nothing here decides whether an fd is served.
  */
 #ifndef DIOSHIM_IO_H
@@ -112,9 +112,9 @@ void io_stream_opened(int fd);
 void io_fix_path_size(const char *path, int dirfd, int at_flags,
 		      struct stat *st);
 
-/* interpose.c, for async.c's wrappers: the ofd whose rules apply to fd
- * (NULL: pass through), called with io_busy set; and whether wrappers act
- * at all right now. */
+/* serve.c, for async.c and io.c: the ofd whose rules apply to fd (NULL:
+ * pass through), called with io_busy set; lib.c: whether wrappers act at
+ * all right now. */
 struct ofd *shim_served(int fd);
 bool shim_active(void);
 /* Whether this call came while this thread runs the shim's own code (a
