@@ -24,7 +24,7 @@ CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c \
 	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c \
 	shim/rangelock.c shim/prefill.c shim/gap.c shim/space.c shim/commit.c \
 	shim/lifecycle.c shim/wtx.c \
-	shim/fdtable.c shim/serve.c shim/io.c shim/async.c shim/fdlife.c \
+	shim/fdtable.c shim/fdfork.c shim/serve.c shim/io.c shim/async.c shim/fdlife.c \
 	shim/size.c shim/xfer.c shim/proc.c
 LIB_SRC := $(CORE_SRC) $(WRAP_SRC)
 HEADERS := $(wildcard include/*.h include/dioshim/*.h shim/*.h shim/*.def)
