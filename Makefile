@@ -13,16 +13,20 @@ XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fPIC -fvisibility=hidden -Iinclude -Ishim \
 	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
 
-LIB_SRC := shim/hot.c shim/interpose.c shim/real.c shim/fdtable.c shim/io.c shim/async.c \
-	shim/owner.c shim/shm.c shim/segment.c shim/lifecycle.c \
-	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c shim/rangelock.c shim/wtx.c \
-	shim/prefill.c shim/gap.c shim/extmap.c shim/space.c shim/commit.c shim/config.c shim/log.c \
-	shim/mem.c shim/umem.c shim/sys.c
-# The mechanisms without the wrappers: what the command and unit tests link.
-CORE_SRC := shim/hot.c shim/owner.c shim/shm.c shim/segment.c shim/lifecycle.c \
-	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c shim/rangelock.c shim/wtx.c \
-	shim/prefill.c shim/gap.c shim/extmap.c shim/space.c shim/config.c shim/log.c \
-	shim/mem.c shim/umem.c shim/sys.c
+# The wrappers (L5), one file per family: only the library links them.
+WRAP_SRC := shim/wrap_fd.c shim/wrap_rw.c shim/wrap_stat.c shim/wrap_sync.c \
+	shim/wrap_mm.c shim/wrap_proc.c shim/wrap_xfer.c
+# Everything below the wrappers, bottom up (DESIGN.md 8): what the command
+# and the unit tests link.  hot.c first: its page (test_fdtable).
+CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c \
+	shim/mem.c shim/log.c shim/config.c shim/umem.c shim/extmap.c \
+	shim/owner.c shim/shm.c shim/segment.c shim/lib.c \
+	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c \
+	shim/rangelock.c shim/prefill.c shim/gap.c shim/space.c shim/commit.c \
+	shim/lifecycle.c shim/wtx.c \
+	shim/fdtable.c shim/fdfork.c shim/serve.c shim/io.c shim/async.c shim/fdlife.c \
+	shim/size.c shim/xfer.c shim/proc.c
+LIB_SRC := $(CORE_SRC) $(WRAP_SRC)
 HEADERS := $(wildcard include/*.h include/dioshim/*.h shim/*.h shim/*.def)
 
 LIB_OBJ := $(LIB_SRC:shim/%.c=$(BUILD)/obj/%.o)
@@ -40,10 +44,13 @@ $(BUILD)/obj/%.o: shim/%.c $(HEADERS)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
 
-$(BUILD)/libdioshim.so: $(LIB_OBJ)
+# shim/dioshim.map: the bounds of lib.c's fork hooks (the linker's
+# __start_/__stop_ of their section) are not exports.
+$(BUILD)/libdioshim.so: $(LIB_OBJ) shim/dioshim.map
 	@echo "  LD      $@"
 	$(Q)$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-z,now \
-		-o $@ $^ -ldl -lpthread
+		-Wl,--version-script=shim/dioshim.map -o $@ $(LIB_OBJ) \
+		-ldl -lpthread
 
 # Static: `dioshim -- CMD` adds one exec to every command it runs, and a
 # static one skips the dynamic loader's work (about 1 ms of CPU an exec on

@@ -2332,9 +2332,9 @@ static int uring_wait_events(const struct cq_view *cq, unsigned want)
 	};
 
 	if (!(cq->features & IORING_FEAT_EXT_ARG))
-		return (int)syscall(SYS_io_uring_enter, cq->ring_fd, 0, want,
+		return (int)sys_call(SYS_io_uring_enter, cq->ring_fd, 0, want,
 				    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8);
-	return (int)syscall(SYS_io_uring_enter, cq->ring_fd, 0, want,
+	return (int)sys_call(SYS_io_uring_enter, cq->ring_fd, 0, want,
 			    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
 			    &arg, sizeof(arg));
 }

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "extmap.h"
+#include "sys.h"
 
 #include <linux/fs.h>
 #include <string.h>
@@ -30,7 +31,7 @@ bool extmap_walk(int fd, uint64_t from, uint64_t to, extmap_fn fn, void *arg)
 		u.fm.fm_start = pos;
 		u.fm.fm_length = to - pos;
 		u.fm.fm_extent_count = BATCH;
-		if (syscall(SYS_ioctl, fd, FS_IOC_FIEMAP, &u.fm))
+		if (sys_call(SYS_ioctl, fd, FS_IOC_FIEMAP, &u.fm))
 			return false;
 		n = u.fm.fm_mapped_extents;
 		if (!n || n > BATCH)

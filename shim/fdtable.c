@@ -20,8 +20,10 @@
  */
 #define _GNU_SOURCE
 #include "fdtable.h"
+#include "fdtable_priv.h"
 
 #include "config.h"
+#include "guard.h"
 #include "inflight.h"
 #include "io.h"
 #include "log.h"
@@ -34,34 +36,8 @@
 
 /* The first chunk is hot.c's, on the page every call reads. */
 fd_entry *_Atomic fdt[FDT_CHUNKS] = { fdt_chunk0 };
-static pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t fdt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ofd *ofd_free;
-
-/* fdt_mark (hot.c): the objects quiet entries point at, never written: no file, no pin, no
- * flags — what the fast paths read says "the kernel's".  A fork child's
- * inherited quiet entries point at the second: woken, the description may
- * be its parent's too (the `shared` of an inherited ofd).  The third
- * marks an entry being looked at under fdt_lock (wake_begin); the fourth
- * a descriptor whose close is under way (fdtable_close to
- * fdtable_closed): its file may be leaving, and a call that finds it
- * waits for the close, then goes to the kernel, rather than attach the
- * number anew while it is still open. */
-#define OFD_QUIET (&fdt_mark[0])
-#define OFD_QUIET_INHERITED (&fdt_mark[1])
-#define OFD_WAKING (&fdt_mark[2])
-#define OFD_CLOSING (&fdt_mark[3])
-
-static bool is_quiet(const struct ofd *o)
-{
-	return o == OFD_QUIET || o == OFD_QUIET_INHERITED;
-}
-
-/* An ofd of its own, not one of the markers. */
-static bool is_ofd(const struct ofd *o)
-{
-	return o && o != OFD_PASS && !is_quiet(o) && o != OFD_WAKING &&
-	       o != OFD_CLOSING;
-}
 
 #define entry_get fdtable_peek
 
@@ -105,7 +81,7 @@ static bool entry_cas(int fd, struct ofd *old, struct ofd *new)
 }
 
 /* fn(fd, entry, arg) for every entry in [lo, hi] of a chunk there is. */
-static void each_entry(unsigned lo, unsigned hi,
+void each_entry(unsigned lo, unsigned hi,
 		       void (*fn)(unsigned, fd_entry *, void *), void *arg)
 {
 	unsigned c, i;
@@ -122,6 +98,20 @@ static void each_entry(unsigned lo, unsigned hi,
 				fn(fd, &chunk[i], arg);
 		}
 	}
+}
+
+/* Call fn(fd, o) for every entry that names an ofd; under fdt_lock. */
+static void ofd_each(unsigned fd, fd_entry *e, void *fn)
+{
+	struct ofd *o = atomic_load(e);
+
+	if (is_ofd(o))
+		((void (*)(int, struct ofd *))fn)((int)fd, o);
+}
+
+void for_each_ofd(void (*fn)(int, struct ofd *))
+{
+	each_entry(0, FDT_MAX - 1, ofd_each, (void *)fn);
 }
 
 /*
@@ -146,10 +136,9 @@ static _Atomic unsigned late_pending;
 static void ofd_put(struct ofd *o, int fd);
 static void guest_recheck(int fd, struct ofd *o, uint64_t gen);
 static void raw_drain(struct ofd *o);
-static void for_each_ofd(void (*fn)(int, struct ofd *));
 
 /* Take fdt_lock, and put what handlers left behind. */
-static void fdt_lock_take(void)
+void fdt_lock_take(void)
 {
 	int i;
 
@@ -242,7 +231,7 @@ static void ofd_unpin(struct ofd *o)
  * announcement *p (one per description) while it is not attached;
  * attached, or OFD_PASS, it needs none.
  */
-static void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p)
+void ofd_pin(struct ofd *o, struct shim_file *f, struct guest_pin *p)
 {
 	bool keep = o != OFD_PASS && !f;
 
@@ -296,7 +285,7 @@ static void ofd_put(struct ofd *o, int fd)
 		segment_put(f, fd);
 }
 
-static bool direct_writer(int flags)
+bool direct_writer(int flags)
 {
 	return (flags & O_DIRECT) && (flags & O_ACCMODE) != O_RDONLY;
 }
@@ -891,125 +880,5 @@ void fdtable_release_all(void)
 {
 	fdt_lock_take();
 	drop_range(0, FDT_MAX - 1, false);
-	pthread_mutex_unlock(&fdt_lock);
-}
-
-/* Call fn(fd, o) for every entry that names an ofd; under fdt_lock. */
-static void ofd_each(unsigned fd, fd_entry *e, void *fn)
-{
-	struct ofd *o = atomic_load(e);
-
-	if (is_ofd(o))
-		((void (*)(int, struct ofd *))fn)((int)fd, o);
-}
-
-static void for_each_ofd(void (*fn)(int, struct ofd *))
-{
-	each_entry(0, FDT_MAX - 1, ofd_each, (void *)fn);
-}
-
-static void exec_release(int fd, struct ofd *o)
-{
-	struct shim_file *f = atomic_load(&o->file);
-
-	if (f)
-		segment_exec_release(f, fd);
-}
-
-static void exec_undo(int fd, struct ofd *o)
-{
-	struct shim_file *f = atomic_load(&o->file), *g;
-	struct guest_pin pin = { 0, 0, 0, false };
-	struct file_id id;
-
-	if (!f || !f->exec_released || segment_exec_undo(f))
-		return;
-	/* We were the last user and the segment went with the exec that
-	 * failed: this description attaches anew (a new segment, or one
-	 * that another process made meanwhile). */
-	g = file_identify(fd, &id) ?
-		    segment_attach_pin(fd, &id,
-				       direct_writer((int)atomic_load(&o->flags))
-					       ? SEG_MAKE
-					       : SEG_FIND,
-				       &pin) :
-		    NULL;
-	if (segment_exec_revive(f, g)) {
-		/* f carries the new segment on; g the old, to be put. */
-		ofd_pin(o, f, &pin);
-		segment_put(g, -1);
-		return;
-	}
-	ofd_pin(o, g, &pin);
-	atomic_store_explicit(&o->file, g, memory_order_release);
-	o->state = g ? OFD_ATTACHED : OFD_WATCH;
-	o->checked_gen = 0;
-	segment_put(f, -1);
-}
-
-void fdtable_exec_prepare(void)
-{
-	fdt_lock_take();
-	for_each_ofd(exec_release);
-	pthread_mutex_unlock(&fdt_lock);
-}
-
-void fdtable_exec_failed(void)
-{
-	fdt_lock_take();
-	for_each_ofd(exec_undo);
-	pthread_mutex_unlock(&fdt_lock);
-}
-
-void fdtable_atfork_prepare(void)
-{
-	fdt_lock_take();
-	segment_atfork_prepare();
-	mem_atfork_prepare();
-}
-
-void fdtable_atfork_parent(void)
-{
-	mem_atfork_release();
-	segment_atfork_parent();
-	pthread_mutex_unlock(&fdt_lock);
-}
-
-/* A position lock held by a parent thread that the child does not have
- * would never be released; appends under way belong to parent threads. */
-static void child_reset(int fd, struct ofd *o)
-{
-	(void)fd;
-	pthread_mutex_init(&o->pos_lock, NULL);
-	/* The parent's writes in flight are not the child's; the parent
-	 * may write on beside it. */
-	atomic_store(&o->raw, atomic_load(&o->raw) & ~0xffffffffull);
-	atomic_store(&o->engaging, 0);
-	atomic_store(&o->shared, true);
-	atomic_store(&o->appending, 0);
-	atomic_store(&o->append_end, 0);
-}
-
-/* The markers a fork child inherits: its quiet entries may be its
- * parent's descriptions too; a close under way is the parent's, and the
- * child's descriptor stays open, looked at on first use. */
-static void child_mark(unsigned fd, fd_entry *e, void *arg)
-{
-	struct ofd *o = atomic_load(e);
-
-	(void)fd;
-	(void)arg;
-	if (o == OFD_QUIET)
-		atomic_store(e, OFD_QUIET_INHERITED);
-	else if (o == OFD_CLOSING)
-		atomic_store(e, NULL);
-}
-
-void fdtable_atfork_child(void)
-{
-	mem_atfork_release();
-	segment_atfork_child();
-	for_each_ofd(child_reset);
-	each_entry(0, FDT_MAX - 1, child_mark, NULL);
 	pthread_mutex_unlock(&fdt_lock);
 }

@@ -193,7 +193,7 @@ void gap_punch(struct dioshim_seg *seg, int fd)
 		/* What a buffered write or a mapping left in the page cache
 		 * over unwritten blocks is data: written out first, so the
 		 * extent map says so. */
-		if (sync_file_range(p.fd, (off_t)p.lo, (off_t)(p.hi - p.lo),
+		if (sys_sync_file_range(p.fd, (off_t)p.lo, (off_t)(p.hi - p.lo),
 				    SYNC_FILE_RANGE_WAIT_BEFORE |
 					    SYNC_FILE_RANGE_WRITE |
 					    SYNC_FILE_RANGE_WAIT_AFTER)) {

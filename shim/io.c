@@ -62,8 +62,6 @@ static inline bool words_stale(struct dioshim_seg *seg)
 /* Highest user address on x86_64 with 4-level paging. */
 #define USER_TOP ((uintptr_t)1 << 47)
 
-__thread int io_busy __attribute__((tls_model("initial-exec")));
-
 bool io_kernel_ready(void)
 {
 	static int ready; /* 0 unknown, 1 yes, 2 no */
@@ -73,10 +71,10 @@ bool io_kernel_ready(void)
 	if (r)
 		return r == 1;
 	r = 2;
-	fd = (int)syscall(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
+	fd = (int)sys_call(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
 	if (fd >= 0) {
 		if (sys_fcntl(fd, F_SETFL, O_APPEND) == 0 &&
-		    syscall(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
+		    sys_call(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
 			    1 &&
 		    sys_lseek(fd, 0, SEEK_END) == 2)
 			r = 1;
@@ -928,7 +926,7 @@ static bool zero_range_known(struct shim_file *f, int fd)
 		return true;
 	if (f->fs_bit == CONFIG_FS_XFS ||
 	    (f->fs_bit == CONFIG_FS_EXT4 &&
-	     syscall(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
+	     sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
 	     (attr & FS_EXTENT_FL))) {
 		atomic_store_explicit(&f->zero_range_ok, true,
 				      memory_order_relaxed);
@@ -982,7 +980,7 @@ static enum serve serve_check(struct shim_file *f, int fd, unsigned what,
 	    (stx.stx_mode & (S_ISUID | S_ISGID)) ||
 	    sys_has_xattr(fd, "security.capability"))
 		return SERVE_NO;
-	if (syscall(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
+	if (sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
 	    (attr & FS_SYNC_FL))
 		return SERVE_SYNC;
 	return dsync ? SERVE_SYNC : SERVE_YES;

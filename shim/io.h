@@ -2,13 +2,14 @@
 /*
  * The I/O paths: how a write, a read, a position or size call on a served
  * fd uses the mechanisms (in-flight counter, reservation, EOF words, append
- * tail, barrier).  The wrappers in interpose.c decode their arguments into
+ * tail, barrier).  The wrappers (wrap_*.c) decode their arguments into
  * an io_req and call here; nothing here decides whether an fd is served.
  */
 #ifndef DIOSHIM_IO_H
 #define DIOSHIM_IO_H
 
 #include "fdtable.h"
+#include "guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,40 +54,6 @@ struct io_req {
 	off_t off; /* IO_P, IO_PV, IO_PV2 */
 	int rwf; /* IO_PV2 */
 };
-
-/* Set while this thread runs shim code that may hold a lock: a wrapper
- * entered meanwhile (from a signal handler) passes its call through. */
-extern __thread int io_busy __attribute__((tls_model("initial-exec")));
-
-/* Around the shim's own work for a call: this thread marked inside the
- * shim (a signal handler's call meanwhile takes no lock and goes as it
- * is) and not cancellable (a cancel cannot leave a count or a lock up). */
-struct guard {
-	int cancel_state;
-	int saved_errno;
-	int busy;
-};
-
-/* cancel_point: the call is a cancellation point in glibc (read, write,
- * fsync, fallocate...), so a cancel pending at entry acts here, as it
- * would in the real call; lseek, ftruncate and posix_fallocate are not. */
-static inline void guard_enter(struct guard *g, bool cancel_point)
-{
-	g->saved_errno = errno;
-	if (cancel_point)
-		pthread_testcancel();
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &g->cancel_state);
-	g->busy = io_busy;
-	io_busy = 1;
-}
-
-/* Leave with the call's own errno on failure, the caller's on success. */
-static inline void guard_exit(struct guard *g, ssize_t ret, int err)
-{
-	io_busy = g->busy;
-	pthread_setcancelstate(g->cancel_state, NULL);
-	errno = ret < 0 ? err : g->saved_errno;
-}
 
 /* The kernel can write at an offset through an O_APPEND descriptor
  * (RWF_NOAPPEND, Linux 6.9): without it the shim serves nothing. */
@@ -145,9 +112,9 @@ void io_stream_opened(int fd);
 void io_fix_path_size(const char *path, int dirfd, int at_flags,
 		      struct stat *st);
 
-/* interpose.c, for async.c's wrappers: the ofd whose rules apply to fd
- * (NULL: pass through), called with io_busy set; and whether wrappers act
- * at all right now. */
+/* serve.c, for async.c and io.c: the ofd whose rules apply to fd (NULL:
+ * pass through), called with io_busy set; lib.c: whether wrappers act at
+ * all right now. */
 struct ofd *shim_served(int fd);
 bool shim_active(void);
 /* Whether this call came while this thread runs the shim's own code (a

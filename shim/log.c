@@ -9,6 +9,7 @@
 #include "log.h"
 
 #include "config.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,14 +41,14 @@ void log_msg(const char *fmt, ...)
 	line[n++] = '\n';
 
 	if (!strcmp(config.log_path, "stderr")) {
-		syscall(SYS_write, 2, line, (size_t)n);
+		sys_call(SYS_write, 2, line, (size_t)n);
 	} else {
-		fd = (int)syscall(SYS_openat, AT_FDCWD, config.log_path,
+		fd = (int)sys_call(SYS_openat, AT_FDCWD, config.log_path,
 				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 				  0644);
 		if (fd >= 0) {
-			syscall(SYS_write, fd, line, (size_t)n);
-			syscall(SYS_close, fd);
+			sys_call(SYS_write, fd, line, (size_t)n);
+			sys_call(SYS_close, fd);
 		}
 	}
 	errno = saved;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #define _GNU_SOURCE
 #include "mem.h"
+#include "sys.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -17,13 +18,13 @@ void *mem_alloc(size_t size)
 
 	size = (size + 63) & ~(size_t)63;
 	if (size > ARENA_SIZE) {
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		p = sys_mmap(NULL, size, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		return p == MAP_FAILED ? NULL : p;
 	}
 	pthread_mutex_lock(&mem_lock);
 	if ((size_t)(arena_end - arena_next) < size) {
-		char *a = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+		char *a = sys_mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (a != MAP_FAILED) {

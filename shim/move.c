@@ -58,7 +58,7 @@ static void nap(void)
 static void move_changed(struct dioshim_seg *seg)
 {
 	atomic_fetch_add(&seg->move.seq, 1);
-	syscall(SYS_futex, &seg->move.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL,
+	sys_call(SYS_futex, &seg->move.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL,
 		0);
 	eof_wake(seg);
 }
@@ -350,7 +350,7 @@ static uint64_t wait_turn(struct shim_file *f, int fd, uint64_t off,
 		atomic_fetch_add(&seg->publish_waiters, 1);
 		if (atomic_load(&seg->publish_seq) == seq &&
 		    atomic_load(&seg->eof) < target)
-			syscall(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
+			sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
 				&slice, NULL, 0);
 		atomic_fetch_sub(&seg->publish_waiters, 1);
 	}
@@ -444,7 +444,7 @@ void move_wait(struct shim_file *f, int fd)
 			close_if_done(f, fd);
 			continue;
 		}
-		syscall(SYS_futex, &seg->move.seq, FUTEX_WAIT, seq, &slice,
+		sys_call(SYS_futex, &seg->move.seq, FUTEX_WAIT, seq, &slice,
 			NULL, 0);
 	}
 	waiting_add(f, -1);

@@ -4,7 +4,7 @@
  *
  * A wrapper can run before our constructor (another library's constructor
  * opens a file), so every wrapper makes sure the library is initialised
- * first (interpose.c); resolution runs once, under pthread_once.  Only
+ * first (lib.h); resolution runs once, under pthread_once.  Only
  * symbols glibc 2.36 exports are named: dlsym of a missing name mallocs.
  */
 #define _GNU_SOURCE

@@ -37,14 +37,14 @@ bool record_write(int fd, uint64_t eof, uint64_t phys)
 	char v[64];
 	int n = snprintf(v, sizeof(v), "v1 %" PRIu64 " %" PRIu64, eof, phys);
 
-	return SYS_TRY(syscall(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v,
+	return SYS_TRY(sys_call(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v,
 			       (size_t)n, 0)) == 0;
 }
 
 bool record_read(int fd, uint64_t *eof, uint64_t *phys)
 {
 	char v[64];
-	long n = SYS_TRY(syscall(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
+	long n = SYS_TRY(sys_call(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
 				 sizeof(v) - 1));
 
 	if (n <= 0)
@@ -66,7 +66,7 @@ bool record_present(int fd)
 
 bool record_remove(int fd)
 {
-	return SYS_TRY(syscall(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF)) == 0 ||
+	return SYS_TRY(sys_call(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF)) == 0 ||
 	       errno == ENODATA;
 }
 
@@ -79,7 +79,7 @@ void recover_drop_cache(int fd, uint64_t from, uint64_t to)
 	 * large folios reaching below from, cannot be dropped: hence the
 	 * extent map, where there is one. */
 	if (to > from)
-		syscall(SYS_fadvise64, fd, (off_t)from, (off_t)(to - from),
+		sys_call(SYS_fadvise64, fd, (off_t)from, (off_t)(to - from),
 			POSIX_FADV_DONTNEED);
 }
 
@@ -134,7 +134,7 @@ static bool fiemap_data_end(int fd, uint64_t from, uint64_t size,
 	struct data_end d = { .size = size, .end = from };
 
 	*end = from;
-	syscall(SYS_sync_file_range, fd, (off_t)from, (off_t)(size - from),
+	sys_call(SYS_sync_file_range, fd, (off_t)from, (off_t)(size - from),
 		SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 			SYNC_FILE_RANGE_WAIT_AFTER);
 	if (!extmap_walk(fd, from, size, note_data, &d))
@@ -182,7 +182,7 @@ static bool zeros_through(int fd, uint64_t from, uint64_t to, uint64_t *buf)
 
 bool recover_zeros(int fd, uint64_t from, uint64_t to)
 {
-	uint64_t *buf = (uint64_t *)syscall(SYS_mmap, NULL, ZERO_LOOK,
+	uint64_t *buf = (uint64_t *)sys_call(SYS_mmap, NULL, ZERO_LOOK,
 					    PROT_READ | PROT_WRITE,
 					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	int rfd = fd;
@@ -241,7 +241,7 @@ int recover_truncate(int fd, uint64_t size)
 	if (recover_fd_writable(fd))
 		return sys_ftruncate(fd, (off_t)size);
 	self_fd_path(path, sizeof(path), fd);
-	return (int)SYS_TRY(syscall(SYS_truncate, path, (off_t)size));
+	return (int)SYS_TRY(sys_call(SYS_truncate, path, (off_t)size));
 }
 
 enum recover_outcome recover_fd(int fd, uint32_t blksize,

@@ -174,7 +174,7 @@ static bool slot_back_range(struct dioshim_seg *seg, int n)
 	uintptr_t from = (uintptr_t)&seg->slot[0];
 	uintptr_t to = ((uintptr_t)&seg->slot[n] + 4095) & ~(uintptr_t)4095;
 
-	return !SYS_TRY(madvise((void *)from, to - from,
+	return !SYS_TRY(sys_madvise((void *)from, to - from,
 				MADV_POPULATE_WRITE)) ||
 	       (errno == EINVAL && slot_back_by_fd(seg, from, to));
 }
@@ -190,7 +190,7 @@ bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
 	if ((atomic_load_explicit(&seg->lazy_backed, memory_order_acquire) &
 	     want) == want)
 		return true;
-	if (madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
+	if (sys_madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
 		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
 		log_once("shared memory for the extent-lock table or the "
 			 "prefill bitmap unavailable (%s): doing without",
@@ -209,7 +209,7 @@ void lazy_reset(struct dioshim_seg *seg)
 	for (pg = 0; pg < DIOSHIM_LAZY_PAGES; pg++) {
 		char *page = (char *)seg + DIOSHIM_LAZY_OFF + (size_t)pg * 4096;
 
-		if ((had & (1u << pg)) && madvise(page, 4096, MADV_REMOVE))
+		if ((had & (1u << pg)) && sys_madvise(page, 4096, MADV_REMOVE))
 			memset(page, 0, 4096);
 	}
 }
@@ -490,7 +490,7 @@ static void seg_note_path(struct dioshim_seg *seg, int fd)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = syscall(SYS_readlinkat, AT_FDCWD, link, seg->path,
+	n = sys_call(SYS_readlinkat, AT_FDCWD, link, seg->path,
 		    sizeof(seg->path) - 1);
 	if (n <= 0 || n >= (ssize_t)sizeof(seg->path) - 1 ||
 	    seg->path[0] != '/' || strstr(seg->path, " (deleted)"))
@@ -1442,7 +1442,7 @@ bool segment_exists(const struct stat *file)
 	return !segment_path_of(path, sizeof(path), file->st_dev,
 				file->st_ino, file->st_mode, file->st_gid,
 				false) &&
-	       syscall(SYS_newfstatat, AT_FDCWD, path, &st,
+	       sys_call(SYS_newfstatat, AT_FDCWD, path, &st,
 		       AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -1584,7 +1584,7 @@ bool file_identify(int fd, struct file_id *id)
 	 * file; the users and groups an ACL names — would write beside a
 	 * reservation: such a file is served for no one (DESIGN.md 4). */
 	if ((stx.stx_mode & S_IWOTH) ||
-	    syscall(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
+	    sys_call(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
 		return false;
 	id->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	id->ino = stx.stx_ino;
@@ -1611,7 +1611,7 @@ bool file_identify(int fd, struct file_id *id)
 		id->birth_kind = DIOSHIM_BIRTH_BTIME;
 		id->birth_sec = stx.stx_btime.tv_sec;
 		id->birth_nsec = stx.stx_btime.tv_nsec;
-		if (syscall(SYS_ioctl, fd, FS_IOC_GETVERSION, &gen) == 0) {
+		if (sys_call(SYS_ioctl, fd, FS_IOC_GETVERSION, &gen) == 0) {
 			id->birth_kind = DIOSHIM_BIRTH_GEN;
 			id->birth_gen = gen;
 		}

@@ -55,17 +55,17 @@ static int group_dir(char *buf, size_t cap, uint32_t gid, bool make)
 
 	if (n <= 0 || (size_t)n >= cap)
 		return -1;
-	if (make && syscall(SYS_mkdirat, AT_FDCWD, buf, 0700) == 0) {
-		if (syscall(SYS_fchownat, AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
+	if (make && sys_call(SYS_mkdirat, AT_FDCWD, buf, 0700) == 0) {
+		if (sys_call(SYS_fchownat, AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
 			    AT_SYMLINK_NOFOLLOW) ||
-		    syscall(SYS_fchmodat, AT_FDCWD, buf, 0770)) {
+		    sys_call(SYS_fchmodat, AT_FDCWD, buf, 0770)) {
 			log_msg("%s: cannot give it to its group (%s)", buf,
 				strerror(errno));
-			syscall(SYS_unlinkat, AT_FDCWD, buf, AT_REMOVEDIR);
+			sys_call(SYS_unlinkat, AT_FDCWD, buf, AT_REMOVEDIR);
 			return -1;
 		}
 	}
-	if (syscall(SYS_newfstatat, AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW))
+	if (sys_call(SYS_newfstatat, AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW))
 		return -1;
 	if (!S_ISDIR(st.st_mode) || st.st_gid != gid ||
 	    (st.st_mode & 07777) != 0770 || shm_dir_setgid()) {
@@ -112,7 +112,7 @@ bool shm_dir_setgid(void)
 	int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
 
 	if (v < 0) {
-		v = syscall(SYS_newfstatat, AT_FDCWD, config.shm_dir, &st,
+		v = sys_call(SYS_newfstatat, AT_FDCWD, config.shm_dir, &st,
 			    0) != 0 ||
 		    (st.st_mode & S_ISGID);
 		__atomic_store_n(&cached, v, __ATOMIC_RELAXED);
@@ -235,7 +235,7 @@ void *shm_open_existing(const char *path, size_t size, bool writable,
 		errno = err;
 		return NULL;
 	}
-	map = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
+	map = sys_mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0),
 		   MAP_SHARED, fd, 0);
 	err = errno;
 	sys_close(fd);
@@ -276,11 +276,11 @@ void *shm_create_published(const char *path, size_t size,
 	 * never a SIGBUS in the application later (a MAP_SHARED page of
 	 * tmpfs is allocated on first touch). */
 	if (((own->uid != (uid_t)-1 || own->gid != (gid_t)-1) &&
-	     syscall(SYS_fchown, fd, own->uid, own->gid)) ||
+	     sys_call(SYS_fchown, fd, own->uid, own->gid)) ||
 	    sys_fchmod(fd, own->mode) ||
 	    shm_back(fd, size, shm_backed_size(size)))
 		goto fail_fd;
-	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		goto fail_fd;
 	sys_close(fd);
@@ -1439,7 +1439,7 @@ static void scan_segments(const char *dir, bool top, void (*fn)(const char *))
 	dfd = sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (dfd < 0)
 		return;
-	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+	while ((n = sys_call(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
 		for (off = 0; off < n;) {
 			struct linux_dirent64 {
 				uint64_t d_ino;

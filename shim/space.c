@@ -65,7 +65,7 @@ static bool dir_each(int dfd, int lv, bool (*each)(const char *name, void *arg),
 	char *buf = scratch->dents[lv];
 	long n, at;
 
-	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(scratch->dents[lv]))) > 0)
+	while ((n = sys_call(SYS_getdents64, dfd, buf, sizeof(scratch->dents[lv]))) > 0)
 		for (at = 0; at < n;) {
 			/* struct linux_dirent64: ino, off, reclen, type,
 			 * name */
@@ -145,7 +145,7 @@ static bool fd_is(const char *name, void *arg)
 	if (name[0] < '0' || name[0] > '9')
 		return false;
 	snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
-	return !syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) &&
+	return !sys_call(SYS_newfstatat, AT_FDCWD, path, &st, 0) &&
 	       (uint64_t)st.st_dev == want[0] && (uint64_t)st.st_ino == want[1];
 }
 
@@ -288,7 +288,7 @@ static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
 {
 	struct scan s = { NULL, dev, LV_TOP, fn, arg };
 
-	scratch = mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
+	scratch = sys_mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (scratch == MAP_FAILED) {
 		scratch = NULL;

@@ -47,7 +47,7 @@ int sys_fstatfs_slow(int fd, struct statfs *sfs)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (SYS_TRY(syscall(SYS_statfs, path, sfs))) {
+	if (SYS_TRY(sys_call(SYS_statfs, path, sfs))) {
 		errno = err;
 		return -1;
 	}

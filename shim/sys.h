@@ -22,6 +22,17 @@
 #include <unistd.h>
 
 /*
+ * A system call made as it is: entry.c's raw entry on x86_64, where the
+ * library's syscall() is a wrapper (wrap_xfer.c); libc's elsewhere, where
+ * it is not wrapped.
+ */
+#if defined(__x86_64__)
+long sys_call(long n, ...) __attribute__((visibility("hidden")));
+#else
+#define sys_call syscall
+#endif
+
+/*
  * The shim's own calls that change nothing, or whose repetition does what
  * one would (a stat, a truncate to a size, an unlink, a lock test), are
  * made again when the kernel could not make them for the moment (EINTR,
@@ -43,7 +54,7 @@ static inline bool sys_again(int *tries)
 	    ++*tries >= SYS_TRIES)
 		return false;
 	if (*tries > 1)
-		syscall(SYS_nanosleep, &nap, NULL);
+		sys_call(SYS_nanosleep, &nap, NULL);
 	errno = err;
 	return true;
 }
@@ -61,37 +72,57 @@ static inline bool sys_again(int *tries)
 
 static inline int sys_openat(int dirfd, const char *path, int flags, mode_t m)
 {
-	return (int)SYS_TRY(syscall(SYS_openat, dirfd, path, flags, m));
+	return (int)SYS_TRY(sys_call(SYS_openat, dirfd, path, flags, m));
 }
 
 static inline int sys_close(int fd)
 {
-	return (int)syscall(SYS_close, fd);
+	return (int)sys_call(SYS_close, fd);
 }
 
 /* A mapping of the shim's own, read only, to look at a file's page cache
  * (mincore): MAP_FAILED on failure. */
 static inline void *sys_mmap_ro(int fd, size_t len, off_t off)
 {
-	return (void *)syscall(SYS_mmap, NULL, len, PROT_READ, MAP_SHARED, fd,
+	return (void *)sys_call(SYS_mmap, NULL, len, PROT_READ, MAP_SHARED, fd,
 			       off);
 }
 
 static inline int sys_mincore(void *addr, size_t len, unsigned char *vec)
 {
-	return (int)syscall(SYS_mincore, addr, len, vec);
+	return (int)sys_call(SYS_mincore, addr, len, vec);
 }
 
 /* The shim's own mappings: its unmapping takes nothing the application
  * reads (the munmap wrapper would have every thread ask again, umem.c). */
 static inline int sys_munmap(void *addr, size_t len)
 {
-	return (int)syscall(SYS_munmap, addr, len);
+	return (int)sys_call(SYS_munmap, addr, len);
+}
+
+/* The shim's own mappings and advice, and its write-out of a range: not
+ * the wrappers (the mmap and madvise wrappers tell umem.c, and none of
+ * these is a mapping, an advice or a range the program reads). */
+static inline void *sys_mmap(void *addr, size_t len, int prot, int flags,
+			     int fd, off_t off)
+{
+	return (void *)sys_call(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static inline int sys_madvise(void *addr, size_t len, int advice)
+{
+	return (int)sys_call(SYS_madvise, addr, len, advice);
+}
+
+static inline int sys_sync_file_range(int fd, off_t off, off_t n,
+				      unsigned int flags)
+{
+	return (int)sys_call(SYS_sync_file_range, fd, off, n, flags);
 }
 
 static inline ssize_t sys_read(int fd, void *buf, size_t n)
 {
-	return syscall(SYS_read, fd, buf, n);
+	return sys_call(SYS_read, fd, buf, n);
 }
 
 /* CLOCK_MONOTONIC in nanoseconds. */
@@ -105,13 +136,13 @@ static inline uint64_t now_ns(void)
 
 static inline ssize_t sys_pread(int fd, void *buf, size_t n, off_t off)
 {
-	return syscall(SYS_pread64, fd, buf, n, off);
+	return sys_call(SYS_pread64, fd, buf, n, off);
 }
 
 static inline int sys_statx(int dirfd, const char *path, int flags,
 			    unsigned mask, struct statx *stx)
 {
-	return (int)SYS_TRY(syscall(SYS_statx, dirfd, path, flags, mask, stx));
+	return (int)SYS_TRY(sys_call(SYS_statx, dirfd, path, flags, mask, stx));
 }
 
 /*
@@ -127,14 +158,14 @@ int sys_fstatfs_slow(int fd, struct statfs *sfs);
 
 static inline int sys_fstat(int fd, struct stat *st)
 {
-	if (__builtin_expect(SYS_TRY(syscall(SYS_fstat, fd, st)) == 0, 1))
+	if (__builtin_expect(SYS_TRY(sys_call(SYS_fstat, fd, st)) == 0, 1))
 		return 0;
 	return sys_fstat_slow(fd, st);
 }
 
 static inline int sys_fstatfs(int fd, struct statfs *sfs)
 {
-	if (__builtin_expect(SYS_TRY(syscall(SYS_fstatfs, fd, sfs)) == 0, 1))
+	if (__builtin_expect(SYS_TRY(sys_call(SYS_fstatfs, fd, sfs)) == 0, 1))
 		return 0;
 	return sys_fstatfs_slow(fd, sfs);
 }
@@ -148,7 +179,7 @@ static inline int sys_ftruncate(int fd, off_t len)
 	long r;
 	int t = 0;
 
-	while ((r = syscall(SYS_ftruncate, fd, len)) < 0 &&
+	while ((r = sys_call(SYS_ftruncate, fd, len)) < 0 &&
 	       (sys_again(&t) || (errno == EPERM && ++t < SYS_TRIES)))
 		;
 	return (int)r;
@@ -159,7 +190,7 @@ static inline int sys_ftruncate(int fd, off_t len)
 static inline bool sys_has_xattr(int fd, const char *name)
 {
 	int saved = errno;
-	bool here = SYS_TRY(syscall(SYS_fgetxattr, fd, name, NULL, 0)) >= 0;
+	bool here = SYS_TRY(sys_call(SYS_fgetxattr, fd, name, NULL, 0)) >= 0;
 
 	errno = saved;
 	return here;
@@ -167,43 +198,43 @@ static inline bool sys_has_xattr(int fd, const char *name)
 
 static inline int sys_fsync(int fd)
 {
-	return (int)syscall(SYS_fsync, fd);
+	return (int)sys_call(SYS_fsync, fd);
 }
 
 static inline int sys_fallocate(int fd, int mode, off_t off, off_t len)
 {
-	return (int)syscall(SYS_fallocate, fd, mode, off, len);
+	return (int)sys_call(SYS_fallocate, fd, mode, off, len);
 }
 
 static inline off_t sys_lseek(int fd, off_t off, int whence)
 {
-	return (off_t)syscall(SYS_lseek, fd, off, whence);
+	return (off_t)sys_call(SYS_lseek, fd, off, whence);
 }
 
 static inline int sys_fcntl(int fd, int cmd, long arg)
 {
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	return (int)sys_call(SYS_fcntl, fd, cmd, arg);
 }
 
 static inline int sys_unlink(const char *path)
 {
-	return (int)SYS_TRY(syscall(SYS_unlinkat, AT_FDCWD, path, 0));
+	return (int)SYS_TRY(sys_call(SYS_unlinkat, AT_FDCWD, path, 0));
 }
 
 static inline int sys_link(const char *from, const char *to)
 {
 	return (int)SYS_TRY(
-		syscall(SYS_linkat, AT_FDCWD, from, AT_FDCWD, to, 0));
+		sys_call(SYS_linkat, AT_FDCWD, from, AT_FDCWD, to, 0));
 }
 
 static inline int sys_fchmod(int fd, mode_t m)
 {
-	return (int)SYS_TRY(syscall(SYS_fchmod, fd, m));
+	return (int)SYS_TRY(sys_call(SYS_fchmod, fd, m));
 }
 
 static inline pid_t sys_gettid(void)
 {
-	return (pid_t)syscall(SYS_gettid);
+	return (pid_t)sys_call(SYS_gettid);
 }
 
 /* Another thread ends the process: this one waits for its exit_group. */

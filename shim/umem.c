@@ -290,7 +290,7 @@ static bool page_readable(uintptr_t pg)
 	 * taken for unreadable that is not would have the shim cut a
 	 * submission the kernel takes whole, its writes untracked. */
 	for (tries = 0; tries < UMEM_TRIES; tries++) {
-		rc = syscall(SYS_rt_sigprocmask, 0x7fffffff,
+		rc = sys_call(SYS_rt_sigprocmask, 0x7fffffff,
 			     (void *)(pg * UMEM_PAGE), NULL, 8);
 		if (rc && errno == EINVAL)
 			break;
@@ -298,7 +298,7 @@ static bool page_readable(uintptr_t pg)
 	if (tries < UMEM_TRIES || errno == EFAULT) {
 		ok = tries < UMEM_TRIES;
 	} else {
-		rc = madvise((void *)(pg * UMEM_PAGE), UMEM_PAGE,
+		rc = sys_madvise((void *)(pg * UMEM_PAGE), UMEM_PAGE,
 			     MADV_POPULATE_READ);
 		ok = !rc || (errno != EFAULT && errno != ENOMEM);
 	}
@@ -342,7 +342,7 @@ static bool page_writable(uintptr_t pg)
 	int saved = errno, rc, tries;
 
 	if (populate_write < 0)
-		populate_write = !madvise((void *)((uintptr_t)&known &
+		populate_write = !sys_madvise((void *)((uintptr_t)&known &
 						   ~(uintptr_t)(UMEM_PAGE - 1)),
 					  1, MADV_POPULATE_WRITE) ||
 				 errno != EINVAL;
@@ -360,7 +360,8 @@ static bool page_writable(uintptr_t pg)
 	 * cut a submission the kernel takes whole, its writes untracked. */
 	tries = 0;
 	for (;;) {
-		rc = madvise((void *)(pg * UMEM_PAGE), 1, MADV_POPULATE_WRITE);
+		rc = sys_madvise((void *)(pg * UMEM_PAGE), 1,
+				 MADV_POPULATE_WRITE);
 		if (!rc || ++tries >= UMEM_POPULATE_TRIES ||
 		    (errno != EINTR && errno != EAGAIN && tries >= UMEM_TRIES))
 			break;

@@ -6,14 +6,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
-# Unit tests link the mechanisms, not the wrappers: interpose.c is
-# replaced by a stub of what async.c asks it.
-UNIT_OBJ := $(filter-out $(BUILD)/obj/interpose.o,$(LIB_OBJ)) \
-	$(BUILD)/obj/stub_wrappers.o
-
-$(BUILD)/obj/stub_wrappers.o: tests/unit/stub_wrappers.c $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
+# Unit tests link the mechanisms, not the wrappers (CORE_OBJ).
+UNIT_OBJ := $(CORE_OBJ)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(UNIT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
