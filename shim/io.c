@@ -64,32 +64,6 @@ static inline bool words_stale(struct dioshim_seg *seg)
 
 __thread int io_busy __attribute__((tls_model("initial-exec")));
 
-bool io_kernel_ready(void)
-{
-	static int ready; /* 0 unknown, 1 yes, 2 no */
-	struct iovec iov = { (void *)"x", 1 };
-	int fd, r = __atomic_load_n(&ready, __ATOMIC_RELAXED), saved = errno;
-
-	if (r)
-		return r == 1;
-	r = 2;
-	fd = (int)syscall(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
-	if (fd >= 0) {
-		if (sys_fcntl(fd, F_SETFL, O_APPEND) == 0 &&
-		    syscall(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
-			    1 &&
-		    sys_lseek(fd, 0, SEEK_END) == 2)
-			r = 1;
-		sys_close(fd);
-	}
-	if (r == 2)
-		log_msg("kernel lacks RWF_NOAPPEND (Linux 6.9): passing "
-			"everything through");
-	__atomic_store_n(&ready, r, __ATOMIC_RELAXED);
-	errno = saved;
-	return r == 1;
-}
-
 /* Bytes the call asks for, as the kernel counts them; false when the
  * kernel will refuse the arguments (it then answers for itself). */
 static bool req_len(const struct io_req *r, uint64_t *len)

@@ -8,6 +8,7 @@
 #ifndef DIOSHIM_IO_H
 #define DIOSHIM_IO_H
 
+#include "abi.h"
 #include "fdtable.h"
 
 #include <errno.h>
@@ -17,21 +18,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-
-#ifndef RWF_APPEND
-#define RWF_APPEND 0x00000010
-#endif
-#ifndef RWF_NOAPPEND
-#define RWF_NOAPPEND 0x00000020
-#endif
-
-/* Whether a write through a description opened with flags, with these
- * RWF flags, appends: the kernel's rule (RWF_NOAPPEND wins). */
-static inline bool write_appends(uint32_t flags, int rwf)
-{
-	return ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
-	       !(rwf & RWF_NOAPPEND);
-}
 
 /* Which libc call an io_req came from: the real call made is the same
  * one, with the same arguments, unless an append needs an offset. */
@@ -87,10 +73,6 @@ static inline void guard_exit(struct guard *g, ssize_t ret, int err)
 	pthread_setcancelstate(g->cancel_state, NULL);
 	errno = ret < 0 ? err : g->saved_errno;
 }
-
-/* The kernel can write at an offset through an O_APPEND descriptor
- * (RWF_NOAPPEND, Linux 6.9): without it the shim serves nothing. */
-bool io_kernel_ready(void);
 
 /* reentrant: called from a signal handler that interrupted this thread
  * inside the shim — take no lock and wait for nothing. */
