@@ -41,12 +41,12 @@
 #include "log.h"
 #include "mem.h"
 #include "prefill.h"
+#include "real.h"
 #include "reserve.h"
 #include "sys.h"
 #include "umem.h"
 #include "wtx.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 /* libaio.h has an inline io_fsync of its own; io.h's is the shim's. */
 #define io_fsync libaio_io_fsync
@@ -70,56 +70,6 @@
 #define RWF_APPEND_ 0x00000010
 
 _Atomic unsigned async_pending;
-
-/* ---- the real functions, found when first needed ---------------------- */
-
-/* libaio and liburing are not the shim's dependencies: their functions
- * are looked up the first time the application calls one (it linked the
- * library, so the lookup finds it). */
-#define LAZY(ret, name, params)                                        \
-	static ret(*real_##name) params;                               \
-	static ret(*lazy_##name(void)) params                          \
-	{                                                              \
-		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))  \
-			__atomic_store_n(&real_##name,                 \
-					 (ret(*) params)dlsym(RTLD_NEXT, \
-							      #name),  \
-					 __ATOMIC_RELEASE);            \
-		return real_##name;                                    \
-	}
-
-LAZY(int, io_submit, (io_context_t, long, struct iocb **))
-LAZY(int, io_getevents,
-     (io_context_t, long, long, struct io_event *, struct timespec *))
-LAZY(int, io_pgetevents, (io_context_t, long, long, struct io_event *,
-			  struct timespec *, sigset_t *))
-LAZY(int, io_cancel, (io_context_t, struct iocb *, struct io_event *))
-LAZY(int, io_destroy, (io_context_t))
-LAZY(int, io_uring_submit, (struct io_uring *))
-LAZY(int, io_uring_submit_and_wait, (struct io_uring *, unsigned))
-LAZY(int, io_uring_submit_and_wait_timeout,
-     (struct io_uring *, struct io_uring_cqe **, unsigned,
-      struct __kernel_timespec *, sigset_t *))
-LAZY(int, io_uring_submit_and_get_events, (struct io_uring *))
-LAZY(int, __io_uring_get_cqe,
-     (struct io_uring *, struct io_uring_cqe **, unsigned, unsigned,
-      sigset_t *))
-LAZY(int, io_uring_wait_cqes,
-     (struct io_uring *, struct io_uring_cqe **, unsigned,
-      struct __kernel_timespec *, sigset_t *))
-LAZY(int, io_uring_wait_cqe_timeout,
-     (struct io_uring *, struct io_uring_cqe **, struct __kernel_timespec *))
-LAZY(int, io_uring_get_events, (struct io_uring *))
-LAZY(void, io_uring_queue_exit, (struct io_uring *))
-LAZY(int, io_uring_register_files, (struct io_uring *, const int *, unsigned))
-LAZY(int, io_uring_register_files_tags,
-     (struct io_uring *, const int *, const __u64 *, unsigned))
-LAZY(int, io_uring_register_files_sparse, (struct io_uring *, unsigned))
-LAZY(int, io_uring_register_files_update,
-     (struct io_uring *, unsigned, const int *, unsigned))
-LAZY(int, io_uring_register_files_update_tag,
-     (struct io_uring *, unsigned, const int *, const __u64 *, unsigned))
-LAZY(int, io_uring_unregister_files, (struct io_uring *))
 
 /* ---- writes in flight and the rings they complete on ------------------ */
 
