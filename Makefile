@@ -14,6 +14,7 @@ XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
 
 LIB_SRC := shim/hot.c shim/interpose.c shim/real.c shim/fdtable.c shim/io.c \
+	shim/fsync.c shim/grow.c shim/sizes.c \
 	shim/ring.c shim/batch.c shim/aio.c shim/uring.c shim/uring_files.c \
 	shim/owner.c shim/shm.c shim/segment.c shim/lifecycle.c \
 	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c shim/rangelock.c shim/wtx.c \
