@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Asynchronous submitters (libaio, liburing): writes queued for an
- * accelerated fd get the reservation, prefill and O_APPEND rules before
- * the kernel sees them, and move the logical EOF when their completion
- * appears in the completion ring.
+ * Asynchronous writes (libaio, liburing) as the rest of the shim sees
+ * them: writes queued for an accelerated fd get the reservation, prefill
+ * and O_APPEND rules before the kernel sees them (batch.c, aio.c,
+ * uring.c), and move the logical EOF when their completion appears in the
+ * completion ring (ring.c, which defines what this header declares).
+ * Layer L4, below the I/O paths: io.c reads the rings through
+ * async_settle.
  */
 #ifndef DIOSHIM_ASYNC_H
 #define DIOSHIM_ASYNC_H

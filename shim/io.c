@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The I/O paths of a served fd.
+ * The I/O paths of a served fd: writes, reads, open.
  *
  * A write announces itself in the in-flight counter, claims its range
  * (the append tail for O_APPEND, else its own offset), makes sure the
@@ -18,17 +18,17 @@
  * entry, as it would in the real call; one that arrives during the call
  * acts at the thread's next cancellation point, which is what glibc does
  * for a system call that had side effects.
+ *
+ * Layer L4, the top of the I/O path files: may call L0-L3, the fd table,
+ * ring.c (async_settle: completions reaped go first), grow.c (O_TRUNC at
+ * open, io_reclaim), sizes.c and fsync.c; never the asynchronous
+ * submitters (uring.c calls here, not the other way).
  */
 #define _GNU_SOURCE
 #include "io.h"
 
 #include "async.h"
-#include "commit.h"
-#include "config.h"
-#include "gap.h"
 #include "inflight.h"
-#include "log.h"
-#include "prefill.h"
 #include "rangelock.h"
 #include "real.h"
 #include "recover.h"
@@ -40,53 +40,14 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <linux/falloc.h>
-#include <linux/fs.h>
 #include <pthread.h>
-#include <sched.h>
-#include <sys/resource.h>
 #include <stdint.h>
-#include <time.h>
-
-/* Whether the file turned exact since the caller decided to serve it (a
- * segment's maker that waited for its lone writers in vain, a guest): its
- * words are not the file's any more, the kernel's size is.  Read after
- * barrier_settle, which waits out such a maker. */
-static inline bool words_stale(struct dioshim_seg *seg)
-{
-	return atomic_load_explicit(&seg->exact, memory_order_acquire);
-}
 
 /* The kernel's cap on one read or write (MAX_RW_COUNT). */
 #define RW_MAX ((size_t)INT_MAX & ~(size_t)4095)
 /* Highest user address on x86_64 with 4-level paging. */
 #define USER_TOP ((uintptr_t)1 << 47)
 
-bool io_kernel_ready(void)
-{
-	static int ready; /* 0 unknown, 1 yes, 2 no */
-	struct iovec iov = { (void *)"x", 1 };
-	int fd, r = __atomic_load_n(&ready, __ATOMIC_RELAXED), saved = errno;
-
-	if (r)
-		return r == 1;
-	r = 2;
-	fd = (int)sys_call(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
-	if (fd >= 0) {
-		if (sys_fcntl(fd, F_SETFL, O_APPEND) == 0 &&
-		    sys_call(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
-			    1 &&
-		    sys_lseek(fd, 0, SEEK_END) == 2)
-			r = 1;
-		sys_close(fd);
-	}
-	if (r == 2)
-		log_msg("kernel lacks RWF_NOAPPEND (Linux 6.9): passing "
-			"everything through");
-	__atomic_store_n(&ready, r, __ATOMIC_RELAXED);
-	errno = saved;
-	return r == 1;
-}
 
 /* Bytes the call asks for, as the kernel counts them; false when the
  * kernel will refuse the arguments (it then answers for itself). */
@@ -179,7 +140,6 @@ static void stat_add(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
-
 
 /*
  * write() on O_APPEND leaves the file position at the end of what it
@@ -415,19 +375,6 @@ ssize_t io_write_exact(struct shim_file *f, const struct io_req *r)
 	return ret;
 }
 
-/* space_reclaim as inside any call of the shim: a signal handler's
- * write on this thread meanwhile passes through. */
-static bool reclaim(uint64_t dev)
-{
-	int busy = io_busy;
-	bool cut;
-
-	io_busy = 1;
-	cut = space_reclaim(dev);
-	io_busy = busy;
-	return cut;
-}
-
 static bool req_clip(const struct io_req *r, uint64_t n, struct io_req *out,
 		     struct iovec *v, int vmax);
 
@@ -456,6 +403,65 @@ static int64_t write_again(void *arg, uint64_t off, uint64_t len)
 	return n;
 }
 
+/*
+ * The write itself, claimed (t) and counted in flight (sh): the kernel
+ * writes it under the extent lock of its range, then the transaction
+ * settles (an append whose turn a failed one took is written again where
+ * it moved), the counts and the file position (an append's) follow.
+ * Returns the call's result, its errno in *err.
+ */
+static ssize_t write_claimed(struct ofd *o, struct shim_file *f,
+			     const struct io_req *r, struct wtx *t,
+			     struct dioshim_shard *sh, uint64_t len,
+			     uint32_t flags, int *err)
+{
+	bool positional = req_positional(r);
+	int rwf = req_rwf(r);
+	bool append = write_appends(flags, rwf);
+	struct again again;
+	struct move_writer mover = { write_again, &again };
+	struct rangelock rl;
+	ssize_t ret;
+	int st;
+
+	if (append && !positional)
+		atomic_fetch_add(&o->appending, 1);
+
+	/* Overlapping writes one at a time, whole blocks; after ext_lock
+	 * (an exact write holds it), so the order is always the same. */
+	rangelock_write(f, t->off, len, &rl);
+	ret = append ? real_write_at(r, t->off) : real_write_call(r);
+	*err = errno;
+	rangelock_write_done(f, &rl);
+
+	if (ret > 0) {
+		stat_add(&sh->writes, 1);
+		stat_add(&sh->bytes, (uint64_t)ret);
+	}
+	if (append) {
+		stat_add(&sh->appends, 1);
+		/* Should an append before it fail, it is written again
+		 * lower (move.h). */
+		again = (struct again){ f, r };
+		t->mover = &mover;
+	}
+	st = wtx_settle(t, r->fd, ret < 0 ? -*err : ret);
+	if (t->result != (ret < 0 ? -*err : ret)) {
+		/* A move made it succeed at its second try, or failed it
+		 * (its data could not be written again where it moved). */
+		ret = t->result < 0 ? -1 : (ssize_t)t->result;
+		*err = t->result < 0 ? (int)-t->result : *err;
+	}
+	if (st & WTX_MOVED)
+		stat_add(&sh->extends, 1);
+	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))
+		sync_note(t->f->seg);
+	if (append && !positional)
+		append_done_position(o, r->fd, ret,
+				     t->off + (ret > 0 ? (uint64_t)ret : 0));
+	return ret;
+}
+
 static ssize_t write_once(struct ofd *o, const struct io_req *r,
 			  bool reentrant)
 {
@@ -471,14 +477,11 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 	 * position; an append's offset comes from the tail instead. */
 	bool pos_locked = !positional && !append;
 	struct dioshim_shard *sh;
-	struct rangelock rl;
 	uint64_t len, off = 0;
-	struct again again;
-	struct move_writer mover = { write_again, &again };
 	struct guard g;
 	struct wtx t;
 	ssize_t ret;
-	int err, st;
+	int err;
 
 	/* Calls the kernel refuses outright change nothing: let it say so. */
 	if ((flags & O_ACCMODE) == O_RDONLY || !req_len(r, &len) || !len ||
@@ -541,41 +544,7 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 	case WTX_GO:
 		break;
 	}
-	if (append && !positional)
-		atomic_fetch_add(&o->appending, 1);
-
-	/* Overlapping writes one at a time, whole blocks; after ext_lock
-	 * (an exact write holds it), so the order is always the same. */
-	rangelock_write(f, t.off, len, &rl);
-	ret = append ? real_write_at(r, t.off) : real_write_call(r);
-	err = errno;
-	rangelock_write_done(f, &rl);
-
-	if (ret > 0) {
-		stat_add(&sh->writes, 1);
-		stat_add(&sh->bytes, (uint64_t)ret);
-	}
-	if (append) {
-		stat_add(&sh->appends, 1);
-		/* Should an append before it fail, it is written again
-		 * lower (move.h). */
-		again = (struct again){ f, r };
-		t.mover = &mover;
-	}
-	st = wtx_settle(&t, r->fd, ret < 0 ? -err : ret);
-	if (t.result != (ret < 0 ? -err : ret)) {
-		/* A move made it succeed at its second try, or failed it
-		 * (its data could not be written again where it moved). */
-		ret = t.result < 0 ? -1 : (ssize_t)t.result;
-		err = t.result < 0 ? (int)-t.result : err;
-	}
-	if (st & WTX_MOVED)
-		stat_add(&sh->extends, 1);
-	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))
-		sync_note(t.f->seg);
-	if (append && !positional)
-		append_done_position(o, r->fd, ret,
-				     t.off + (ret > 0 ? (uint64_t)ret : 0));
+	ret = write_claimed(o, f, r, &t, sh, len, flags, &err);
 out_exit:
 	inflight_exit(sh);
 out_unlock:
@@ -594,7 +563,7 @@ ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant)
 	if (ret < 0 && space_short(errno) && !reentrant &&
 	    !(req_rwf(r) & RWF_NOWAIT)) {
 		f = atomic_load_explicit(&o->file, memory_order_acquire);
-		if (reclaim(f->dev))
+		if (io_reclaim(f->dev))
 			ret = write_once(o, r, reentrant);
 	}
 	return ret;
@@ -648,7 +617,7 @@ ssize_t io_write_guest(struct ofd *o, const struct io_req *r)
 		if (one)
 			append_lock_give(o->pin.key, o->pin.dev, o->pin.ino);
 	} while (ret < 0 && space_short(err) && !tries++ &&
-		 !(rwf & RWF_NOWAIT) && reclaim(o->pin.dev));
+		 !(rwf & RWF_NOWAIT) && io_reclaim(o->pin.dev));
 	fdtable_raw_exit(o, inc);
 	guard_exit(&g, ret, err);
 	return ret;
@@ -801,686 +770,6 @@ out:
 	return ret;
 }
 
-off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
-{
-	struct shim_file *f = atomic_load_explicit(&o->file,
-						   memory_order_acquire);
-	uint64_t eof;
-	off_t ret, old;
-	struct guard g;
-	int err = 0;
-
-	if (!reentrant) {
-		async_settle();
-		barrier_settle(f, fd);
-	}
-	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
-
-	if ((whence != SEEK_END && whence != SEEK_DATA && whence != SEEK_HOLE) ||
-	    (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH) ||
-	    words_stale(f->seg))
-		return real_lseek(fd, off, whence);
-
-	guard_enter(&g, false);
-	if (!reentrant)
-		pthread_mutex_lock(&o->pos_lock);
-	if (whence == SEEK_END) {
-		/* The kernel: eof + off, EINVAL below zero (or on overflow),
-		 * its own limit checked by the SEEK_SET that follows. */
-		if ((off < 0 && (uint64_t)-off > eof) ||
-		    (off > 0 && (uint64_t)off > (uint64_t)INT64_MAX - eof)) {
-			ret = -1;
-			err = EINVAL;
-		} else {
-			ret = real_lseek(fd, (off_t)(eof + (uint64_t)off),
-					 SEEK_SET);
-			err = errno;
-		}
-	} else if (off < 0 || (uint64_t)off >= eof) {
-		/* No data or hole at or past the end; the kernel still says
-		 * whether the fd is one. */
-		ret = -1;
-		err = real_lseek(fd, 0, SEEK_CUR) < 0 ? errno : ENXIO;
-	} else if (whence == SEEK_DATA) {
-		/* Unwritten extents are holes, so data found is data below
-		 * phys; past eof it does not exist, and the position must
-		 * stay where it was. */
-		old = sys_lseek(fd, 0, SEEK_CUR);
-		ret = real_lseek(fd, off, SEEK_DATA);
-		err = errno;
-		if ((ret < 0 && err == ENXIO) || (ret >= 0 &&
-						   (uint64_t)ret >= eof)) {
-			if (old >= 0)
-				sys_lseek(fd, old, SEEK_SET);
-			ret = -1;
-			err = ENXIO;
-		}
-	} else {
-		ret = real_lseek(fd, off, SEEK_HOLE);
-		err = errno;
-		if (ret >= 0 && (uint64_t)ret > eof)
-			ret = sys_lseek(fd, (off_t)eof, SEEK_SET);
-	}
-	if (!reentrant)
-		pthread_mutex_unlock(&o->pos_lock);
-	guard_exit(&g, ret, err);
-	return ret;
-}
-
-/*
- * fsync or fdatasync of f through fd, as the program's: the record
- * rewritten first when recovery could not find the size from it (and
- * the sync made a full one, ext4's fdatasync leaving an xattr change
- * behind), group commit when on; what it made durable is noted.
- */
-static int file_sync(struct shim_file *f, int fd, bool datasync)
-{
-	struct dioshim_seg *seg = f->seg;
-	uint64_t eof;
-	bool reserved;
-	int ret, err;
-
-	if (record_stale(seg) && record_refresh(f, fd))
-		datasync = false;
-	reserved = reserve_standing(seg);
-	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	if (config.group_commit)
-		ret = commit_sync(f, fd, datasync);
-	else
-		ret = datasync ? real_fdatasync(fd) : real_fsync(fd);
-	err = errno;
-	/* Every write that had completed when the sync began is durable. */
-	if (ret == 0) {
-		uint64_t cur = atomic_load(&seg->synced_eof);
-
-		while (eof > cur &&
-		       !atomic_compare_exchange_weak(&seg->synced_eof, &cur, eof))
-			;
-		sync_done(seg, reserved);
-	} else {
-		/* A sync that failed may still have committed the size. */
-		sync_note(seg);
-	}
-	errno = err;
-	return ret;
-}
-
-/* A growth served from the reservation where the kernel would have made
- * it durable before returning (a sync file or descriptor): 0, or -1 with
- * the sync's errno. */
-static int sync_served(struct shim_file *f, int fd)
-{
-	return file_sync(f, fd, true);
-}
-
-/*
- * Whether the filesystem takes a zero range on f: XFS always, ext4 on a
- * file mapped by extents (not one converted from ext3), anything else
- * once the kernel has taken one there.
- */
-static bool zero_range_known(struct shim_file *f, int fd)
-{
-	int attr = 0;
-
-	if (atomic_load_explicit(&f->zero_range_ok, memory_order_relaxed))
-		return true;
-	if (f->fs_bit == CONFIG_FS_XFS ||
-	    (f->fs_bit == CONFIG_FS_EXT4 &&
-	     sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
-	     (attr & FS_EXTENT_FL))) {
-		atomic_store_explicit(&f->zero_range_ok, true,
-				      memory_order_relaxed);
-		return true;
-	}
-	return false;
-}
-
-/* What a call that grows the file or zeroes past it asks of the kernel
- * (serve_check). */
-#define TAKE_ZERO 1u /* a zero range */
-#define TAKE_TRUNCATE 2u /* a truncate */
-
-enum serve {
-	SERVE_NO, /* the kernel's to answer */
-	SERVE_YES, /* answered from the reservation */
-	SERVE_SYNC, /* so, then made durable (a sync file or descriptor) */
-};
-
-/*
- * Whether a call that grows the file, or zeroes or allocates past its
- * end, may be answered without the kernel: one the kernel would take as
- * it stands and change nothing else with.  It refuses anything on an
- * immutable file, a zero range or a truncate on an append-only one, a
- * zero range where the filesystem has none (tmpfs; ext4 without extents:
- * the shim knows once the kernel has taken one on this file), a size
- * past RLIMIT_FSIZE (size: what the call makes it; 0: none); and it
- * drops a file's set-user-ID and set-group-ID bits and its capability,
- * which only it can do.  A file with the sync attribute (chattr +S), or
- * a descriptor opened O_DSYNC or O_SYNC (dsync), has the kernel make
- * such a call durable before it returns: so does the shim.  A statx, an
- * xattr look and an ioctl: no lock, no drain.
- */
-static enum serve serve_check(struct shim_file *f, int fd, unsigned what,
-			      uint64_t size, bool dsync)
-{
-	struct statx stx;
-	struct rlimit rl;
-	int attr = 0;
-
-	if ((what & TAKE_ZERO) && !zero_range_known(f, fd))
-		return SERVE_NO;
-	if (size && getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
-	    rl.rlim_cur != RLIM_INFINITY && size > rl.rlim_cur)
-		return SERVE_NO;
-	if (sys_statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
-		      STATX_MODE, &stx))
-		return SERVE_NO;
-	if (stx.stx_attributes & STATX_ATTR_IMMUTABLE ||
-	    (what && (stx.stx_attributes & STATX_ATTR_APPEND)) ||
-	    (stx.stx_mode & (S_ISUID | S_ISGID)) ||
-	    sys_has_xattr(fd, "security.capability"))
-		return SERVE_NO;
-	if (sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
-	    (attr & FS_SYNC_FL))
-		return SERVE_SYNC;
-	return dsync ? SERVE_SYNC : SERVE_YES;
-}
-
-/*
- * The size grew from eof0 over [.., end), the program asking for blocks
- * in [off, end) (none: off == end): what lies between is a gap (gap.h).
- * locked: ext_lock is held already (an exact growth).
- */
-static void grew(struct dioshim_seg *seg, uint64_t eof0, uint64_t off,
-		 uint64_t end, bool locked)
-{
-	bool recovered;
-
-	if (!locked && !seg_lock(&seg->ext_lock, &recovered))
-		return;
-	gap_take(seg, off, end);
-	gap_note(seg, eof0, off < end ? off : end);
-	if (!locked)
-		seg_unlock(&seg->ext_lock);
-}
-
-/*
- * ftruncate growing the file past eof, answered without the kernel: the
- * size moves (WTX_GROW, as a fallocate's), and the blocks under it are
- * the reservation's, allocated, so the writes that come into them are
- * overwrites, not writes into a hole.  Only while nothing is written or
- * claimed past eof (the kernel alone would drain it first), inside a
- * reservation, for a truncate the kernel would take.  False: not
- * served, nothing changed.
- */
-static bool ftruncate_grow(struct shim_file *f, int fd, uint64_t len,
-			   bool *sync)
-{
-	struct dioshim_seg *seg = f->seg;
-	struct dioshim_shard *sh;
-	enum serve serve;
-	uint64_t eof;
-	struct wtx t;
-	bool served;
-
-	/* (Past RLIMIT_FSIZE the kernel sends SIGXFSZ.) */
-	serve = serve_check(f, fd, TAKE_TRUNCATE, len, false);
-	if (serve == SERVE_NO)
-		return false;
-	*sync = serve == SERVE_SYNC;
-	sh = inflight_enter_fd(f, fd);
-	if (!sh)
-		return false;
-	eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	if (len <= eof) {
-		inflight_exit(sh);
-		return false;
-	}
-	wtx_claim(&t, f, fd, WTX_GROW, eof, len - eof, 0);
-	served = t.res == RESERVE_OK && fresh_from(seg, t.held_from) <= eof &&
-		 atomic_load(&seg->eof) == eof;
-	wtx_settle(&t, fd, served ? 0 : -1);
-	inflight_exit(sh);
-	if (served)
-		grew(seg, eof, len, len, false);
-	return served;
-}
-
-int io_ftruncate(struct ofd *o, int fd, off_t len)
-{
-	struct shim_file *f = atomic_load_explicit(&o->file,
-						   memory_order_acquire);
-	struct dioshim_seg *seg = f->seg;
-	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
-	bool locked, recovered, sync = false;
-	struct guard g;
-	uint64_t eof0;
-	int ret, err;
-
-	if (len < 0 || (flags & O_ACCMODE) == O_RDONLY)
-		return real_ftruncate(fd, len);
-
-	guard_enter(&g, false);
-	if ((uint64_t)len > atomic_load_explicit(&seg->eof,
-						 memory_order_acquire) &&
-	    !(flags & O_PATH) && ftruncate_grow(f, fd, (uint64_t)len, &sync)) {
-		/* A sync file's truncate is durable when it returns. */
-		ret = sync ? sync_served(f, fd) : 0;
-		err = errno;
-		goto out;
-	}
-	if (!barrier_raise_fd(f, fd)) {
-		ret = real_ftruncate(fd, len);
-		err = errno;
-		goto out;
-	}
-	locked = seg_lock(&seg->ext_lock, &recovered);
-	/* Killed between the kernel's truncate and the words below, we would
-	 * leave words that put the next append behind a hole: the mark makes
-	 * whoever takes the barrier over recompute them. */
-	barrier_changing(f);
-	eof0 = atomic_load(&seg->eof);
-	ret = real_ftruncate(fd, len);
-	err = errno;
-	if (ret == 0) {
-		/* Growing, it kept the reserved blocks under the new size. */
-		if ((uint64_t)len > eof0)
-			gap_note(seg, eof0, (uint64_t)len);
-		else
-			gap_clip(seg, (uint64_t)len);
-		/* No writer is in flight: the words can move down.  The
-		 * reservation went with the kernel's truncate; so must its
-		 * record, lest recovery cut a size set here. */
-		/* The kernel's truncate from phys freed every block past len;
-		 * the kernel alone, growing the file from eof, would have
-		 * freed none of the application's. */
-		/* Blocks past len are gone: so is the prefill there. */
-		prefill_forget(f, (uint64_t)len, UINT64_MAX / 2);
-		/* (A truncate to the size itself frees the blocks past it,
-		 * as a cut does.) */
-		if ((uint64_t)len > eof0)
-			keep_restore(seg, fd, (uint64_t)len);
-		else
-			keep_clear(seg);
-		atomic_store(&seg->phys, (uint64_t)len);
-		atomic_store(&seg->eof, (uint64_t)len);
-		atomic_store(&seg->tail, (uint64_t)len);
-		atomic_store(&seg->touched, (uint64_t)len);
-		atomic_store(&seg->async_end, 0);
-		if (atomic_load(&seg->synced_eof) > (uint64_t)len)
-			atomic_store(&seg->synced_eof, (uint64_t)len);
-		reserve_charge(seg); /* nothing reserved now */
-		record_forget(f, fd);
-	}
-	if (locked)
-		seg_unlock(&seg->ext_lock);
-	barrier_lower(f);
-out:
-	guard_exit(&g, ret, err);
-	return ret;
-}
-
-static int call_fallocate(int fd, int mode, off_t off, off_t len, bool posix)
-{
-	if (posix)
-		return mode ? real_fallocate(fd, mode, off, len) < 0 ? errno : 0
-			    : real_posix_fallocate(fd, off, len);
-	return real_fallocate(fd, mode, off, len);
-}
-
-/*
- * [off, end) was punched or zeroed (unwritten now).  Recovery finds eof
- * from the record and the blocks of data past it: if the block holding
- * the end of the file lost its data, only a new record can say where the
- * size is, so the next sync must write one.
- */
-static void punch_note(struct dioshim_seg *seg, uint64_t off, uint64_t end)
-{
-	uint64_t eof = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	uint64_t last = eof ? (eof - 1) & ~((uint64_t)seg_blksize(seg) - 1) : 0;
-
-	if (off < eof && end > last)
-		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
-}
-
-bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q)
-{
-	bool recovered;
-
-	q->f = f;
-	q->fd = fd;
-	q->raised = barrier_raise_fd(f, fd);
-	if (!q->raised)
-		return false;
-	q->locked = seg_lock(&f->seg->ext_lock, &recovered);
-	barrier_changing(f); /* as in io_ftruncate */
-	reserve_trim(f, fd);
-	/* Blocks moved or written behind the write path: the bitmap of
-	 * prefilled, never written blocks means nothing now. */
-	prefill_forget_all(f);
-	return true;
-}
-
-void io_resume(struct quiesce *q)
-{
-	struct dioshim_seg *seg;
-
-	if (!q->raised)
-		return;
-	seg = q->f->seg;
-	reserve_resync(q->f, q->fd);
-	atomic_store(&seg->async_end, 0);
-	if (q->locked)
-		seg_unlock(&seg->ext_lock);
-	barrier_lower(q->f);
-	q->raised = false;
-}
-
-/* A call whose kernel semantics depend on the size (collapse, insert, a
- * mode we do not know): quiesced (io_quiesce). */
-static int fallocate_quiesced(struct shim_file *f, int fd, int mode, off_t off,
-			      off_t len, bool posix, int *err)
-{
-	struct quiesce q;
-	int ret;
-
-	io_quiesce(f, fd, &q);
-	ret = call_fallocate(fd, mode, off, len, posix);
-	*err = errno;
-	/* Data moved (collapse, insert, a mode we do not know): what the
-	 * size grew over is elsewhere now. */
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE |
-		     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_UNSHARE_RANGE))
-		gap_clear(f->seg);
-	io_resume(&q);
-	return ret;
-}
-
-static bool fallocate_failed(int ret, bool posix)
-{
-	return posix ? ret != 0 : ret < 0;
-}
-
-/*
- * fallocate or zero [off, kend) through the kernel without moving its
- * size, holding the range as a write does if it changes data; learns
- * whether the file takes a zero range.
- */
-static int fallocate_kept(struct shim_file *f, int fd, int mode, uint64_t off,
-			  uint64_t kend, bool posix, int *err)
-{
-	struct rangelock rl = { .active = false };
-	bool data = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
-	int ret;
-
-	if (data)
-		rangelock_write(f, off, kend - off, &rl);
-	ret = call_fallocate(fd, mode | FALLOC_FL_KEEP_SIZE, (off_t)off,
-			     (off_t)(kend - off), posix);
-	*err = errno;
-	rangelock_write_done(f, &rl);
-	if ((mode & FALLOC_FL_ZERO_RANGE) && !fallocate_failed(ret, posix))
-		atomic_store_explicit(&f->zero_range_ok, true,
-				      memory_order_relaxed);
-	return ret;
-}
-
-/*
- * Allocation or zeroing past eof that keeps the size (KEEP_SIZE, with
- * ZERO_RANGE or alone): what the reservation holds untouched is answered
- * as it is; past phys the reservation grows over it first, as for an
- * append; what a write touched is the kernel's.  The blocks are the
- * application's: the trim keeps them.  NOT_SERVED: nothing done.
- */
-#define NOT_SERVED (-2) /* neither a call's answer nor posix_fallocate's */
-static int fallocate_ahead(struct shim_file *f, int fd, int mode, uint64_t off,
-			   uint64_t end, bool posix, bool dsync, int *err,
-			   bool *sync)
-{
-	struct dioshim_seg *seg = f->seg;
-	enum serve serve = serve_check(
-		f, fd, mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0, 0, dsync);
-	enum reserve_result res = RESERVE_OK;
-	struct dioshim_shard *sh;
-	uint64_t kend, from;
-	int ret;
-
-	if (serve == SERVE_NO)
-		return NOT_SERVED;
-	sh = inflight_enter_fd(f, fd);
-	if (!sh)
-		return NOT_SERVED;
-	*sync = serve == SERVE_SYNC;
-	if (end > atomic_load_explicit(&seg->phys, memory_order_acquire))
-		res = reserve_extend(f, fd, off, end);
-	if (res == RESERVE_OK) {
-		from = fresh_from(seg, atomic_load(&seg->tail));
-		kend = from <= off ? off : from < end ? from : end;
-		ret = kend > off ? fallocate_kept(f, fd, mode, off, kend, posix,
-						  err)
-				 : 0;
-	} else {
-		ret = fallocate_kept(f, fd, mode, off, end, posix, err);
-		if (res == RESERVE_EXACT)
-			reserve_exact_done(f, fd);
-	}
-	inflight_exit(sh);
-	if (!fallocate_failed(ret, posix)) {
-		/* The program's own blocks, below eof too. */
-		grew(seg, off, off, end, false);
-		keep_note(f, off, end);
-	}
-	return ret;
-}
-
-/* Punch, zero, unshare or allocate without a change of size. */
-static int fallocate_in_place(struct shim_file *f, int fd, int mode,
-			      uint64_t off, uint64_t end, bool posix, bool dsync,
-			      int *err, bool *sync)
-{
-	struct dioshim_seg *seg = f->seg;
-	bool data = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
-	struct rangelock rl = { .active = false };
-	int ret;
-
-	if ((mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) == 0 &&
-	    (mode & FALLOC_FL_KEEP_SIZE) &&
-	    end > atomic_load_explicit(&seg->eof, memory_order_acquire)) {
-		ret = fallocate_ahead(f, fd, mode, off, end, posix, dsync, err,
-				      sync);
-		if (ret != NOT_SERVED)
-			return ret;
-	}
-	/* A punch past eof: the reserved blocks there are not untouched. */
-	if (mode & FALLOC_FL_PUNCH_HOLE)
-		touched_raise(seg, end);
-	if (data)
-		rangelock_write(f, off, end - off, &rl);
-	ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off), posix);
-	*err = errno;
-	if (mode & FALLOC_FL_PUNCH_HOLE)
-		prefill_forget(f, off, end - off);
-	if (data && !fallocate_failed(ret, posix))
-		punch_note(seg, off, end);
-	rangelock_write_done(f, &rl);
-	if ((mode & FALLOC_FL_ZERO_RANGE) && !fallocate_failed(ret, posix))
-		atomic_store_explicit(&f->zero_range_ok, true,
-				      memory_order_relaxed);
-	if (!(mode & FALLOC_FL_PUNCH_HOLE) && !fallocate_failed(ret, posix)) {
-		/* The program's own blocks now. */
-		grew(seg, off, off, end, false);
-		if ((mode & FALLOC_FL_KEEP_SIZE) &&
-		    end > atomic_load_explicit(&seg->eof, memory_order_acquire))
-			keep_note(f, off, end);
-	}
-	return ret;
-}
-
-/*
- * mode 0 (posix_fallocate) or ZERO_RANGE past eof: the logical size grows
- * to end, claimed as a write is (WTX_GROW, holding [.., end) in the tail
- * so that no append lands inside it).  Inside the reservation, over
- * blocks nothing touched, nothing reaches the kernel; past it (none
- * could be made) the kernel grows the file itself.  Between the hold and
- * the settling the kernel is called for nothing but the reservation, so
- * that a grower killed there leaves what the appends after it take for
- * done (they pass over a dead writer's range) as done: zeros, its size.
- * A zero range that reaches below eof, writes past eof in flight (the
- * kernel alone drains them first), or a call the kernel would answer
- * otherwise (serve_check) go quiesced, as the kernel alone runs them.
- */
-static int fallocate_grow(struct shim_file *f, int fd, int mode, uint64_t off,
-			  uint64_t end, bool posix, bool dsync, int *err,
-			  bool *sync)
-{
-	struct dioshim_seg *seg = f->seg;
-	uint64_t eof0 = atomic_load_explicit(&seg->eof, memory_order_acquire);
-	enum serve serve = serve_check(
-		f, fd, mode & FALLOC_FL_ZERO_RANGE ? TAKE_ZERO : 0, end, dsync);
-	struct dioshim_shard *sh;
-	struct wtx t;
-	int ret;
-
-	if (serve == SERVE_NO || ((mode & FALLOC_FL_ZERO_RANGE) && off < eof0))
-		return fallocate_quiesced(f, fd, mode, (off_t)off,
-					  (off_t)(end - off), posix, err);
-	*sync = serve == SERVE_SYNC;
-	/* An allocation reaching below eof: that part first (the kernel's,
-	 * holes there filled), the size's growth after. */
-	if (off < eof0) {
-		ret = fallocate_kept(f, fd, mode, off, eof0, posix, err);
-		if (fallocate_failed(ret, posix))
-			return ret;
-	}
-	sh = inflight_enter_fd(f, fd);
-	if (!sh) {
-		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
-				     posix);
-		*err = errno;
-		return ret;
-	}
-	wtx_claim(&t, f, fd, WTX_GROW, off, end - off, 0);
-	if (t.res == RESERVE_OK) {
-		uint64_t from = fresh_from(seg, t.held_from);
-
-		if (from > atomic_load(&seg->eof) ||
-		    ((mode & FALLOC_FL_ZERO_RANGE) && from > off)) {
-			/* Written or claimed past eof, or eof moved over
-			 * off: not untouched.  The kernel alone would drain
-			 * those writes, then zero. */
-			wtx_settle(&t, fd, -1);
-			inflight_exit(sh);
-			*sync = false;
-			return fallocate_quiesced(f, fd, mode, (off_t)off,
-						  (off_t)(end - off), posix,
-						  err);
-		}
-		ret = 0;
-	} else {
-		ret = call_fallocate(fd, mode, (off_t)off, (off_t)(end - off),
-				     posix);
-		*err = errno;
-		if (mode & FALLOC_FL_ZERO_RANGE && !fallocate_failed(ret, posix))
-			atomic_store_explicit(&f->zero_range_ok, true,
-					      memory_order_relaxed);
-	}
-	if (!fallocate_failed(ret, posix))
-		grew(seg, eof0, off, end, t.res == RESERVE_EXACT);
-	wtx_settle(&t, fd, fallocate_failed(ret, posix) ? -1 : 0);
-	inflight_exit(sh);
-	return ret;
-}
-
-static int fallocate_once(struct ofd *o, int fd, int mode, off_t off,
-			  off_t len, bool posix)
-{
-	const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
-			  FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE |
-			  FALLOC_FL_INSERT_RANGE | FALLOC_FL_UNSHARE_RANGE;
-	struct shim_file *f = atomic_load_explicit(&o->file,
-						   memory_order_acquire);
-	uint32_t flags = atomic_load_explicit(&o->flags, memory_order_relaxed);
-	bool dsync = flags & O_DSYNC, sync = false; /* O_SYNC too */
-	uint64_t end;
-	struct guard g;
-	int ret, err = 0;
-
-	if (off < 0 || len <= 0 || (flags & O_ACCMODE) == O_RDONLY ||
-	    (flags & O_PATH) ||
-	    (uint64_t)off > (uint64_t)INT64_MAX - (uint64_t)len)
-		return call_fallocate(fd, mode, off, len, posix);
-	end = (uint64_t)off + (uint64_t)len;
-
-	guard_enter(&g, !posix);
-	if ((mode & FALLOC_FL_KEEP_SIZE && !(mode & ~known)) ||
-	    ((mode & ~FALLOC_FL_ZERO_RANGE) == 0 &&
-	     end <= atomic_load_explicit(&f->seg->eof, memory_order_acquire)))
-		/* No size the application sees changes.  Blocks allocated
-		 * past eof are the application's: the trim must keep them. */
-		ret = fallocate_in_place(f, fd, mode, (uint64_t)off, end, posix,
-					 dsync, &err, &sync);
-	else if ((mode & ~FALLOC_FL_ZERO_RANGE) != 0)
-		ret = fallocate_quiesced(f, fd, mode, off, len, posix, &err);
-	else
-		ret = fallocate_grow(f, fd, mode, (uint64_t)off, end, posix,
-				     dsync, &err, &sync);
-	/* Served where the kernel would have made it durable first. */
-	if (sync && !fallocate_failed(ret, posix) && sync_served(f, fd)) {
-		err = errno;
-		ret = posix ? err : -1;
-	}
-	/* posix_fallocate returns its error and leaves errno alone. */
-	guard_exit(&g, posix ? 0 : ret, err);
-	return ret;
-}
-
-int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
-		 bool posix)
-{
-	int ret = fallocate_once(o, fd, mode, off, len, posix);
-	struct shim_file *f;
-
-	/* Out of space: the shim's reservations may be what took it. */
-	if (space_short(posix ? ret : ret < 0 ? errno : 0) &&
-	    !(mode & FALLOC_FL_PUNCH_HOLE)) {
-		f = atomic_load_explicit(&o->file, memory_order_acquire);
-		if (reclaim(f->dev))
-			ret = fallocate_once(o, fd, mode, off, len, posix);
-	}
-	return ret;
-}
-
-int io_fsync(struct ofd *o, int fd, bool datasync)
-{
-	struct shim_file *f = atomic_load_explicit(&o->file,
-						   memory_order_acquire);
-	struct guard g;
-	int ret;
-
-	if (atomic_load_explicit(&o->flags, memory_order_relaxed) & O_PATH)
-		return datasync ? real_fdatasync(fd) : real_fsync(fd);
-	guard_enter(&g, true);
-	ret = file_sync(f, fd, datasync);
-	guard_exit(&g, ret, errno);
-	return ret;
-}
-
-uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant)
-{
-	struct shim_file *f = atomic_load_explicit(&o->file,
-						   memory_order_acquire);
-	uint64_t eof;
-
-	async_settle();
-	if (!reentrant)
-		barrier_settle(f, fd);
-	if (words_stale(f->seg))
-		return kernel_size;
-	eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
-
-	return eof < kernel_size ? eof : kernel_size;
-}
-
 int io_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	bool strip = (flags & O_TRUNC) && !(flags & O_PATH) &&
@@ -1546,13 +835,3 @@ void io_stream_opened(int fd)
 		fdtable_opened(fd, flags, true);
 }
 
-void io_fix_path_size(const char *path, int dirfd, int at_flags,
-		      struct stat *st)
-{
-	uint64_t eof;
-
-	if (!S_ISREG(st->st_mode) || !hint_maybe_live())
-		return;
-	if (segment_peek_eof(st, path, dirfd, at_flags, &eof))
-		st->st_size = (off_t)eof;
-}

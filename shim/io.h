@@ -4,12 +4,21 @@
  * fd uses the mechanisms (in-flight counter, reservation, EOF words, append
  * tail, barrier).  The wrappers (wrap_*.c) decode their arguments into
  * an io_req and call here; nothing here decides whether an fd is served.
+ * Layer L4.
+ * This header declares io.c's (writes, reads, open) and includes those of
+ * the other I/O path files, bottom up: fsync.h (fsync.c), grow.h (grow.c:
+ * ftruncate, fallocate, quiesce), sizes.h (sizes.c: lseek, the size a
+ * stat reports).
  */
 #ifndef DIOSHIM_IO_H
 #define DIOSHIM_IO_H
 
+#include "abi.h"
 #include "fdtable.h"
+#include "fsync.h"
+#include "grow.h"
 #include "guard.h"
+#include "sizes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,21 +27,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-
-#ifndef RWF_APPEND
-#define RWF_APPEND 0x00000010
-#endif
-#ifndef RWF_NOAPPEND
-#define RWF_NOAPPEND 0x00000020
-#endif
-
-/* Whether a write through a description opened with flags, with these
- * RWF flags, appends: the kernel's rule (RWF_NOAPPEND wins). */
-static inline bool write_appends(uint32_t flags, int rwf)
-{
-	return ((flags & O_APPEND) || (rwf & RWF_APPEND)) &&
-	       !(rwf & RWF_NOAPPEND);
-}
 
 /* Which libc call an io_req came from: the real call made is the same
  * one, with the same arguments, unless an append needs an offset. */
@@ -55,9 +49,14 @@ struct io_req {
 	int rwf; /* IO_PV2 */
 };
 
-/* The kernel can write at an offset through an O_APPEND descriptor
- * (RWF_NOAPPEND, Linux 6.9): without it the shim serves nothing. */
-bool io_kernel_ready(void);
+/* Whether the file turned exact since the caller decided to serve it (a
+ * segment's maker that waited for its lone writers in vain, a guest): its
+ * words are not the file's any more, the kernel's size is.  Read after
+ * barrier_settle, which waits out such a maker. */
+static inline bool words_stale(struct dioshim_seg *seg)
+{
+	return atomic_load_explicit(&seg->exact, memory_order_acquire);
+}
 
 /* reentrant: called from a signal handler that interrupted this thread
  * inside the shim — take no lock and wait for nothing. */
@@ -69,36 +68,6 @@ ssize_t io_write_exact(struct shim_file *f, const struct io_req *r);
 /* A write through o, a guest writer's description (fdtable_guest_writer). */
 ssize_t io_write_guest(struct ofd *o, const struct io_req *r);
 ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant);
-off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant);
-int io_ftruncate(struct ofd *o, int fd, off_t len);
-/* posix: posix_fallocate's convention (returns the error number). */
-int io_fallocate(struct ofd *o, int fd, int mode, off_t off, off_t len,
-		 bool posix);
-
-/*
- * A call the kernel makes on f's blocks and size behind the write path: a
- * copy or a splice into it, a clone, a dedupe or an exchange of ranges, a
- * fallocate that moves blocks.  io_quiesce drains f's writers (the
- * barrier, every process's) and cuts its reservation, so that the kernel
- * sees the size the application does; io_resume takes the size the call
- * left as the file's and lets the writers go.  False (nothing held): the
- * barrier could not be raised, the call goes as it is.
- */
-struct quiesce {
-	struct shim_file *f;
-	int fd;
-	bool raised, locked;
-};
-bool io_quiesce(struct shim_file *f, int fd, struct quiesce *q);
-void io_resume(struct quiesce *q);
-
-/* fsync / fdatasync: keeps the EOF record able to find the size being
- * made durable, then syncs (shared with concurrent callers when group
- * commit is on). */
-int io_fsync(struct ofd *o, int fd, bool datasync);
-
-/* The logical EOF, bounded by the size the kernel just reported. */
-uint64_t io_eof(struct ofd *o, int fd, uint64_t kernel_size, bool reentrant);
 
 /* open/openat/creat of every flavour: O_TRUNC of a served file goes
  * through the barrier. */
@@ -108,13 +77,10 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode);
  * a record a crash left on its file is recovered, as at an open. */
 void io_stream_opened(int fd);
 
-/* stat(path) family: correct st_size if a segment serves the file. */
-void io_fix_path_size(const char *path, int dirfd, int at_flags,
-		      struct stat *st);
-
-/* serve.c, for async.c and io.c: the ofd whose rules apply to fd (NULL:
- * pass through), called with io_busy set; lib.c: whether wrappers act at
- * all right now. */
+/* serve.c, for the asynchronous submitters (batch.c, aio.c, uring.c)
+ * and io_write_guest: the ofd whose rules apply to fd (NULL: pass
+ * through), called with io_busy set; lib.c: whether wrappers act at all
+ * right now. */
 struct ofd *shim_served(int fd);
 bool shim_active(void);
 /* Whether this call came while this thread runs the shim's own code (a

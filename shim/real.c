@@ -13,13 +13,14 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-/* The pointers themselves are defined in hot.c, on the page every
+/* The REAL and COMPAT pointers are defined in hot.c, on the page every
  * read and write looks at. */
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 
 static void real_resolve_once(void)
 {
+#define LAZY(ret, name, params)
 #define REAL(ret, name, params) \
 	real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);
 #define COMPAT(ret, name, params, version) \
@@ -27,9 +28,30 @@ static void real_resolve_once(void)
 #include "real.def"
 #undef REAL
 #undef COMPAT
+#undef LAZY
 }
 
 void real_resolve(void)
 {
 	pthread_once(&real_once, real_resolve_once);
 }
+
+/* The LAZY entries' pointers (off the hot page: used per submission, not
+ * per read or write) and their resolvers. */
+#define REAL(ret, name, params)
+#define COMPAT(ret, name, params, version)
+#define LAZY(ret, name, params)                                        \
+	ret(*real_##name) params;                                      \
+	ret(*real_lazy_##name(void)) params                            \
+	{                                                              \
+		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))  \
+			__atomic_store_n(&real_##name,                 \
+					 (ret(*) params)dlsym(RTLD_NEXT, \
+							      #name),  \
+					 __ATOMIC_RELEASE);            \
+		return real_##name;                                    \
+	}
+#include "real.def"
+#undef REAL
+#undef COMPAT
+#undef LAZY
