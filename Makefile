@@ -26,7 +26,7 @@ CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c shim/abi
 	shim/lifecycle.c shim/wtx.c \
 	shim/fdtable.c shim/fdfork.c shim/serve.c shim/ring.c shim/batch.c \
 	shim/fsync.c shim/grow.c shim/sizes.c shim/io.c shim/aio.c shim/uring.c \
-	shim/uring_files.c shim/fdlife.c shim/size.c shim/xfer.c shim/proc.c
+	shim/uring_files.c shim/fdlife.c shim/resize.c shim/xfer.c shim/proc.c
 LIB_SRC := $(CORE_SRC) $(WRAP_SRC)
 HEADERS := $(wildcard include/*.h include/dioshim/*.h shim/*.h shim/*.def)
 

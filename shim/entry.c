@@ -11,7 +11,6 @@
  * number it does not serve.
  */
 #define _GNU_SOURCE
-#include "sys.h"
 
 #include <errno.h>
 

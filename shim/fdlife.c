@@ -8,7 +8,10 @@
 #include "fdlife.h"
 
 #include "async.h"
+#include "fsync.h"
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 #include "real.h"
 #include "serve.h"
 #include "shm.h"

@@ -22,10 +22,10 @@
 #include "fdtable.h"
 #include "fdtable_priv.h"
 
+#include "abi.h"
 #include "config.h"
 #include "guard.h"
 #include "inflight.h"
-#include "io.h"
 #include "log.h"
 #include "mem.h"
 #include "sys.h"

@@ -6,6 +6,7 @@
  * file: may call L0-L3 (commit, reserve, the guard) and nothing in L4.
  */
 #define _GNU_SOURCE
+#include "fsync.h"
 #include "io.h"
 
 #include "commit.h"

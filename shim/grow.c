@@ -12,6 +12,8 @@
  * extent lock (rangelock), per layout.h.
  */
 #define _GNU_SOURCE
+#include "grow.h"
+#include "fsync.h"
 #include "io.h"
 
 #include "config.h"

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "io.h"
+#include "grow.h"
 
 #include "async.h"
 #include "inflight.h"

@@ -15,10 +15,7 @@
 
 #include "abi.h"
 #include "fdtable.h"
-#include "fsync.h"
-#include "grow.h"
 #include "guard.h"
-#include "sizes.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,6 +9,7 @@
  * Locks: the ofd's pos_lock alone.
  */
 #define _GNU_SOURCE
+#include "sizes.h"
 #include "io.h"
 
 #include "async.h"

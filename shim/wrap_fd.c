@@ -8,7 +8,10 @@
 #include "wrap.h"
 
 #include "fdlife.h"
+#include "fsync.h"
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 #include "shm.h"
 #include "sys.h"
 

@@ -7,7 +7,10 @@
 #define _GNU_SOURCE
 #include "wrap.h"
 
+#include "fsync.h"
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 
 #include <sys/uio.h>
 #include <unistd.h>

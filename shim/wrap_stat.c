@@ -8,10 +8,13 @@
 #include "wrap.h"
 
 #include "fdlife.h"
+#include "fsync.h"
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 #include "segment.h"
 #include "shm.h"
-#include "size.h"
+#include "resize.h"
 #include "umem.h"
 
 #include <errno.h>

@@ -6,7 +6,10 @@
 #define _GNU_SOURCE
 #include "wrap.h"
 
+#include "fsync.h"
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 
 #include <fcntl.h>
 #include <unistd.h>

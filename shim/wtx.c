@@ -6,10 +6,10 @@
 #define _GNU_SOURCE
 #include "wtx.h"
 
+#include "abi.h"
 #include "config.h"
 #include "inflight.h"
 #include "prefill.h"
-#include "io.h"
 #include "sys.h"
 
 #include <stdint.h>

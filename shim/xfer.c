@@ -11,7 +11,9 @@
 #define _GNU_SOURCE
 #include "xfer.h"
 
+#include "grow.h"
 #include "io.h"
+#include "sizes.h"
 #include "log.h"
 #include "real.h"
 #include "serve.h"

@@ -25,7 +25,8 @@ fail() { echo "$*"; bad=1; }
 # Symbol edges: "from to symbol", for the library's objects.
 edges=$(for o in "$obj"/*.o; do
 	m=$(basename "$o" .o)
-	case $m in stub_*) continue ;; esac
+	# An object whose source is gone (a stale build) is not the tree's.
+	[ -e "$top/shim/$m.c" ] || continue
 	[ -n "${rank[$m]}" ] || fail "$m.o: not in shim/layers"
 	nm --defined-only -g "$o" | awk -v m="$m" 'NF == 3 { print "D", m, $3 }'
 	nm -u "$o" | awk -v m="$m" '{ print "U", m, $2 }'
@@ -35,14 +36,15 @@ done | awk '$1 == "D" { def[$3] = $2 }
 		if (def[us[i]] != "" && def[us[i]] != um[i])
 			print um[i], def[us[i]], us[i] }')
 
-# Include edges: a file of module m including "x.h" of module x.
+# Include edges: a file of module m including "x.h" of module x (x_priv.h:
+# module x's insides, for the files of its layer that share them).
 # Exceptions, each with its reason:
 #   hot  defines, on the one page every wrapper reads, variables that
 #        belong to real, shm and fdtable: it includes their headers for
 #        the types alone, and references nothing.
 incs=$(cd "$top/shim" && grep -H '^#include "' *.c *.h 2>/dev/null |
 	sed -E 's/^([a-z_0-9]+)\.[ch]:#include "([a-z_0-9]+)\.(h|def)".*/\1 \2/' |
-	awk '$1 != $2 && $1 != "hot"')
+	sed -E 's/_priv / /; s/_priv$//' | awk '$1 != $2 && $1 != "hot"')
 
 while read -r from to sym; do
 	[ -n "$from" ] || continue

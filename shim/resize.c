@@ -4,9 +4,10 @@
  * and fdtable (L4), serve's checks, L0.
  */
 #define _GNU_SOURCE
-#include "size.h"
+#include "resize.h"
 
 #include "io.h"
+#include "grow.h"
 #include "real.h"
 #include "serve.h"
 
