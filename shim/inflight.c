@@ -27,10 +27,6 @@
 #include "config.h"
 
 #include "log.h"
-#include "prefill.h"
-#include "recover.h"
-#include "reserve.h"
-#include "shm.h"
 
 #include <sched.h>
 #include <time.h>
@@ -183,17 +179,6 @@ static struct dioshim_shard *enter(struct shim_file *f, int fd,
 	}
 }
 
-int64_t slot_inflight(struct dioshim_slot *s)
-{
-	int64_t n = 0;
-	int i;
-
-	for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
-		n += atomic_load_explicit(&s->shard[i].inflight,
-					  memory_order_seq_cst);
-	return n;
-}
-
 /* The writes (writes) or the calls in flight (!writes) of seg's live
  * processes, summed until they reach enough. */
 static int64_t live_sum(struct dioshim_seg *seg, bool writes, int64_t enough)
@@ -278,8 +263,7 @@ static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 			uint64_t o = atomic_load(&s->owner.pid_start);
 
 			if (o && slot_inflight(s) > 0 &&
-			    !owner_alive_in(seg->hint_key, o,
-						   s->owner.pidns) &&
+			    !slot_owner_alive(seg, s, o) &&
 			    slot_free_dead(seg, i, o))
 				log_msg("barrier: skipping writes of dead "
 					"process %llu",
@@ -316,20 +300,12 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	drain(seg);
 	if (!seg_lock(&seg->ext_lock, &recovered))
 		return false;
-	if (!recover_words(seg, fd)) {
+	/* The words from the kernel's size (lifecycle.c, through the
+	 * hooks: recovery and reservation are above us). */
+	if (!segment_words_repair(f, fd)) {
 		seg_unlock(&seg->ext_lock);
 		return false;
 	}
-	reserve_charge(seg);
-	/* A maker that died waiting for its file's lone writers (guests):
-	 * one still announced may have a write of its own in the kernel,
-	 * past the size just read: the file is theirs as it is (exact).
-	 * Nothing was reserved yet. */
-	if (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
-	    guest_present(seg->hint_key, f->dev, f->ino, true))
-		atomic_store(&seg->exact, 1);
-	/* Truncated away, blocks may be holes again. */
-	prefill_forget_all(f);
 	/* Completions of asynchronous writes submitted before now must not
 	 * move the size, as after any size change. */
 	atomic_fetch_add(&seg->epoch, 1);
@@ -428,19 +404,6 @@ bool barrier_try_raise(struct shim_file *f, unsigned max_ms)
 		return false;
 	}
 	barrier_raised(f, true);
-	return true;
-}
-
-bool barrier_hold_new(struct dioshim_seg *seg)
-{
-	bool recovered;
-
-	if (!seg_lock(&seg->barrier_lock, &recovered))
-		return false;
-	/* Its words wait for the guests' writes: CHANGING, so that its
-	 * maker's death leaves them to be taken from the kernel. */
-	atomic_store_explicit(&seg->barrier, BARRIER_CHANGING,
-			      memory_order_seq_cst);
 	return true;
 }
 

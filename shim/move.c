@@ -173,7 +173,7 @@ static void finish_close(struct shim_file *f, int fd)
 			 (unsigned long long)(end - to));
 	/* The appends moved may have extended the kernel's size (exact
 	 * ones): the reserved tail past eof needs its record. */
-	reserve_after_move(f, fd);
+	segment_moved(f, fd);
 }
 
 /* eof reached the new end: close the move, if we are the one. */

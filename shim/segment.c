@@ -110,6 +110,34 @@ static bool seg_header_ok(const struct dioshim_seg *seg, uint64_t dev,
 
 /* ---- attach slots (under attach_lock) --------------------------------- */
 
+int64_t slot_inflight(struct dioshim_slot *s)
+{
+	int64_t n = 0;
+	int i;
+
+	for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
+		n += atomic_load_explicit(&s->shard[i].inflight,
+					  memory_order_seq_cst);
+	return n;
+}
+
+/* A segment being made (attach_lock held, nobody in it): its barrier
+ * raised at once (BARRIER_CHANGING: its words are not yet the file's),
+ * for its maker to lower (barrier_lower) once they are.  False if the
+ * barrier's lock is unusable. */
+static bool barrier_hold_new(struct dioshim_seg *seg)
+{
+	bool recovered;
+
+	if (!seg_lock(&seg->barrier_lock, &recovered))
+		return false;
+	/* Its words wait for the guests' writes: CHANGING, so that its
+	 * maker's death leaves them to be taken from the kernel. */
+	atomic_store_explicit(&seg->barrier, BARRIER_CHANGING,
+			      memory_order_seq_cst);
+	return true;
+}
+
 static void slot_reset(struct dioshim_slot *s)
 {
 	int i;
@@ -128,8 +156,8 @@ bool async_in_flight(struct dioshim_seg *seg)
 		struct dioshim_slot *s = &seg->slot[i];
 		uint64_t o = atomic_load(&s->owner.pid_start);
 
-		if (o && atomic_load(&s->async_inflight) &&
-		    owner_alive_in(seg->hint_key, o, s->owner.pidns))
+		if (atomic_load(&s->async_inflight) &&
+		    slot_owner_alive(seg, s, o))
 			return true;
 	}
 	return false;
@@ -258,7 +286,7 @@ static int slot_claim(struct dioshim_seg *seg)
 			/* Left by the image we exec'd from: start clean, under
 			 * this image's lifeline. */
 			slot_reset(s);
-			lifeline_register(seg->hint_key);
+			lifeline_register(seg->hint_key, owner_token());
 			owner_set_self(&s->owner);
 			return i;
 		}
@@ -272,7 +300,7 @@ static int slot_claim(struct dioshim_seg *seg)
 			struct dioshim_slot *s = &seg->slot[i];
 			uint64_t o = atomic_load(&s->owner.pid_start);
 
-			if (!owner_alive_in(seg->hint_key, o, s->owner.pidns) &&
+			if (!slot_owner_alive(seg, s, o) &&
 			    slot_free_if(seg, i, o))
 				free_slot = i;
 		}
@@ -282,7 +310,7 @@ static int slot_claim(struct dioshim_seg *seg)
 	/* Counters are zeroed before the owner is published: a drainer that
 	 * sees our owner word sees our zeroed counters. */
 	slot_reset(&seg->slot[free_slot]);
-	lifeline_register(seg->hint_key);
+	lifeline_register(seg->hint_key, owner_token());
 	owner_set_self(&seg->slot[free_slot].owner);
 	atomic_fetch_add(&seg->users, 1);
 	return free_slot;
@@ -307,7 +335,7 @@ static bool others_alive(struct dioshim_seg *seg, int self)
 
 		if (i == self || !o)
 			continue;
-		if (owner_alive_in(seg->hint_key, o, s->owner.pidns))
+		if (slot_owner_alive(seg, s, o))
 			return true;
 		slot_free_if(seg, i, o);
 	}
@@ -322,7 +350,7 @@ static bool any_live_owner(struct dioshim_seg *seg)
 	for (i = 0; i < n; i++) {
 		uint64_t o = atomic_load(&seg->slot[i].owner.pid_start);
 
-		if (o && owner_alive_in(seg->hint_key, o, seg->slot[i].owner.pidns))
+		if (slot_owner_alive(seg, &seg->slot[i], o))
 			return true;
 	}
 	return false;
@@ -413,6 +441,32 @@ static void image_gone(struct dioshim_seg *seg)
 
 	if (h && h->image_gone)
 		h->image_gone(seg);
+}
+
+bool segment_words_repair(struct shim_file *f, int fd)
+{
+	const struct segment_hooks *h = __atomic_load_n(&hooks,
+						       __ATOMIC_ACQUIRE);
+
+	return h && h->words_repair && h->words_repair(f, fd);
+}
+
+void segment_moved(struct shim_file *f, int fd)
+{
+	const struct segment_hooks *h = __atomic_load_n(&hooks,
+						       __ATOMIC_ACQUIRE);
+
+	if (h && h->moved)
+		h->moved(f, fd);
+}
+
+void segment_budget_recount(uint64_t key, uint64_t dev)
+{
+	const struct segment_hooks *h = __atomic_load_n(&hooks,
+						       __ATOMIC_ACQUIRE);
+
+	if (h && h->budget_recount)
+		h->budget_recount(key, dev);
 }
 
 /* ---- the process's list of attached files ---------------------------- */
@@ -537,7 +591,7 @@ static void seg_init(void *map, const void *argp)
 	seg_note_path(seg, arg->fd);
 	owner_set_self(&seg->creator);
 	*arg->slot = 0;
-	lifeline_register(arg->hint_key);
+	lifeline_register(arg->hint_key, owner_token());
 	/* The first page of slots was allocated with the head. */
 	atomic_store(&seg->slots_hi, 4096 / sizeof(struct dioshim_slot));
 	owner_set_self(&seg->slot[0].owner);
@@ -1372,7 +1426,7 @@ int segment_live_users(struct dioshim_seg *seg)
 	for (i = 0; i < hi; i++) {
 		uint64_t o = atomic_load(&seg->slot[i].owner.pid_start);
 
-		if (o && owner_alive_in(seg->hint_key, o, seg->slot[i].owner.pidns))
+		if (slot_owner_alive(seg, &seg->slot[i], o))
 			n++;
 	}
 	return n;

@@ -71,9 +71,31 @@ struct file_id {
 };
 
 /*
+ * seg->barrier: 0 down; BARRIER_UP while a raiser drains and acts;
+ * BARRIER_CHANGING from just before the raiser changes the kernel's size
+ * until its words follow.  Whoever takes barrier_lock and finds it
+ * CHANGING knows the raiser died half way, and recomputes the words from
+ * the kernel's size through its own descriptor of the file.
+ */
+#define BARRIER_UP 1u
+#define BARRIER_CHANGING 2u
+
+/* The calls of slot s in flight (its shards' counts). */
+int64_t slot_inflight(struct dioshim_slot *s);
+
+/* The writes of slot s in flight: calls, and queued writes whose
+ * completion it has not seen. */
+static inline int64_t slot_writes(struct dioshim_slot *s)
+{
+	return (int64_t)atomic_load(&s->async_inflight) + slot_inflight(s);
+}
+
+/*
  * What the mechanisms above do at a segment's turning points (lifecycle.c
- * registers them at load).  Each runs with attach_lock held and nobody
- * else in the segment.
+ * registers them at load), and the calls of one mechanism up to another
+ * (the last three: the layers below reach them only through this table).
+ * Each of the first four runs with attach_lock held and nobody else in
+ * the segment.
  */
 struct segment_hooks {
 	/* A new segment for id: the mechanisms' words, before it is
@@ -97,8 +119,24 @@ struct segment_hooks {
 	 * themselves: wait (bounded) for them to join, else make the file
 	 * exact. */
 	void (*guests_wait)(struct shim_file *f, int fd);
+	/* A size change cut short by its raiser's death (BARRIER_CHANGING):
+	 * with barrier_lock and ext_lock held and nothing in flight, the
+	 * words taken anew from the kernel's size through fd (inflight.c).
+	 * False if they could not be: the mark stays. */
+	bool (*words_repair)(struct shim_file *f, int fd);
+	/* A move of appends (move.h) closed through fd: the reserved tail
+	 * past eof gets its record (move.c). */
+	void (*moved)(struct shim_file *f, int fd);
+	/* The disk budget of key's place on dev counted anew from its
+	 * segments (space_recount, for reserve.c). */
+	void (*budget_recount)(uint64_t key, uint64_t dev);
 };
 void segment_set_hooks(const struct segment_hooks *h);
+/* The hooks above, for the mechanisms below the one that does it: each
+ * does nothing (false) without hooks. */
+bool segment_words_repair(struct shim_file *f, int fd);
+void segment_moved(struct shim_file *f, int fd);
+void segment_budget_recount(uint64_t key, uint64_t dev);
 
 /* statx the fd; false if not a regular file dioshim may accelerate (wrong
  * filesystem, append-only or immutable inode). */

@@ -13,7 +13,6 @@
 #include "config.h"
 #include "segment.h"
 #include "log.h"
-#include "owner.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -844,10 +843,9 @@ static int lifeline_lock_byte(int fd, uint32_t token, int cmd, short type)
 	return ofd_lock_byte(fd, DIOSHIM_LIFELINE_BASE + token, cmd, type);
 }
 
-/* Hold our lifeline in the place of key (the hint must exist). */
-void lifeline_register(uint64_t key)
+/* Hold our lifeline (token) in the place of key (the hint must exist). */
+void lifeline_register(uint64_t key, uint32_t token)
 {
-	uint32_t token = (uint32_t)(owner_self()->pidns >> 32);
 	int i, fd;
 
 	pthread_mutex_lock(&lifeline_lock);

@@ -166,8 +166,9 @@ static inline bool hint_surely_dead(void)
 	return n > 0;
 }
 
-/* Hold our lifeline in the place of key (its hint must exist). */
-void lifeline_register(uint64_t key);
+/* Hold our lifeline, the lock of this image's token (owner_token), in
+ * the place of key (its hint must exist). */
+void lifeline_register(uint64_t key, uint32_t token);
 /* Whether the image with token holds its lifeline in key's place;
  * *known false when that cannot be told. */
 bool lifeline_held(uint64_t key, uint32_t token, bool *known);
