@@ -27,6 +27,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "sys.h"
 
 #include <sched.h>
 #include <time.h>
@@ -219,14 +220,8 @@ int64_t inflight_count(struct dioshim_seg *seg)
 
 #define FAIR_WAIT_MS 10
 
-static uint64_t ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)(t.tv_sec - t0->tv_sec) * 1000 +
-	       (uint64_t)((t.tv_nsec - t0->tv_nsec) / 1000000);
-}
+/* Milliseconds since t0 (now_ns). */
+#define ms_since(t0) ((now_ns() - (t0)) / 1000000)
 
 /*
  * Wait for every live process's writes to drain.  A process that died
@@ -237,26 +232,24 @@ static uint64_t ms_since(const struct timespec *t0)
 static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 {
 	static const struct timespec nap = { 0, 50000 };
-	uint64_t next_check = 20;
-	struct timespec t0;
+	uint64_t next_check = 20, t0 = now_ns();
 	unsigned spins = 0;
 	int i, hi;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		if (inflight_count(seg) <= 0)
 			return true;
-		if (max_ms && ms_since(&t0) >= max_ms)
+		if (max_ms && ms_since(t0) >= max_ms)
 			return false;
 		if (++spins < 64) {
 			sched_yield();
 			continue;
 		}
 		nanosleep(&nap, NULL);
-		if (ms_since(&t0) < next_check)
+		if (ms_since(t0) < next_check)
 			continue;
 		/* Slow: look for owners that died with writes counted. */
-		next_check = ms_since(&t0) + 100;
+		next_check = ms_since(t0) + 100;
 		hi = seg_slots(seg);
 		for (i = 0; i < hi; i++) {
 			struct dioshim_slot *s = &seg->slot[i];
@@ -354,11 +347,10 @@ static bool barrier_up(struct shim_file *f, int fd, bool size_change)
 	 * up (for at most FAIR_WAIT_NS: a waiter killed while waiting never
 	 * gets in). */
 	if (atomic_load(&seg->barrier_waiters)) {
-		struct timespec t0;
+		uint64_t t0 = now_ns();
 
-		clock_gettime(CLOCK_MONOTONIC, &t0);
 		while (atomic_load(&seg->barrier_waiters) &&
-		       ms_since(&t0) < FAIR_WAIT_MS) {
+		       ms_since(t0) < FAIR_WAIT_MS) {
 			seg_unlock(&seg->barrier_lock);
 			sched_yield();
 			if (!seg_lock(&seg->barrier_lock, &recovered))

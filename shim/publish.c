@@ -145,15 +145,6 @@ static bool dead_writer_in_flight(struct dioshim_seg *seg)
 	return false;
 }
 
-static uint64_t ns_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)(t.tv_sec - t0->tv_sec) * 1000000000ull +
-	       (uint64_t)t.tv_nsec - (uint64_t)t0->tv_nsec;
-}
-
 /* Whether a live process has a write in flight that is not an append
  * waiting here: one that may yet publish what holds the waiters back. */
 static bool live_writer_working(struct dioshim_seg *seg)
@@ -175,11 +166,12 @@ static bool live_writer_working(struct dioshim_seg *seg)
 /* Waited APPEND_WAIT_NS more: whether to stop waiting (the writer that
  * holds us back is gone, or APPEND_GIVE_UP_NS in all); the clock starts
  * over. */
-static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
-		    uint64_t *waited)
+static bool stalled(struct dioshim_seg *seg, uint64_t *t0, uint64_t *waited)
 {
-	*waited += ns_since(t0);
-	clock_gettime(CLOCK_MONOTONIC, t0);
+	uint64_t now = now_ns();
+
+	*waited += now - *t0;
+	*t0 = now;
 	return dead_writer_in_flight(seg) || !live_writer_working(seg) ||
 	       *waited > APPEND_GIVE_UP_NS;
 }
@@ -207,9 +199,9 @@ bool publish_blocked(struct dioshim_seg *seg)
 int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			 uint64_t end)
 {
-	struct timespec t0, slice = { 0, 10000000 };
+	struct timespec slice = { 0, 10000000 };
 	struct dioshim_done *mine = NULL;
-	uint64_t before = atomic_load(&seg->eof), waited = 0;
+	uint64_t before = atomic_load(&seg->eof), waited = 0, t0;
 	_Atomic uint64_t *waiting =
 		slot >= 0 ? &seg->slot[slot].publish_waiting : NULL;
 	uint32_t seq;
@@ -222,7 +214,7 @@ int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 		atomic_fetch_add(waiting, 1);
 	/* Not next: leave the range for whoever gets eof to off. */
 	mine = done_put(seg, off, end);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_ns();
 	for (;;) {
 		seq = atomic_load(&seg->publish_seq);
 		if (atomic_load_explicit(&seg->eof, memory_order_acquire) >=
@@ -254,7 +246,7 @@ int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			}
 			continue; /* a helper is carrying it */
 		}
-		if (ns_since(&t0) > APPEND_WAIT_NS &&
+		if (now_ns() - t0 > APPEND_WAIT_NS &&
 		    stalled(seg, &t0, &waited)) {
 			uint64_t want = end;
 

@@ -109,11 +109,6 @@ static uint64_t budget_others(struct dioshim_seg *seg)
 	return all > seg->budget_charged ? all - seg->budget_charged : 0;
 }
 
-static void stat_add(_Atomic uint64_t *c)
-{
-	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
 /*
  * A reservation's fallocate failed (ENOSPC, EIO): ext4 keeps what it
  * managed to allocate, and the size with it.  Both are given back, so
@@ -312,11 +307,11 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	seg->last_reserve_ns = now;
 	seg->last_reserve_phys = phys;
 	if (f->slot >= 0)
-		stat_add(&seg->slot[f->slot].reserves);
+		slot_stat_add(&seg->slot[f->slot].reserves, 1);
 	return RESERVE_OK;
 exact:
 	if (f->slot >= 0)
-		stat_add(&seg->slot[f->slot].exact);
+		slot_stat_add(&seg->slot[f->slot].exact, 1);
 	return RESERVE_EXACT;
 }
 

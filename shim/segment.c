@@ -27,6 +27,7 @@
 #include "inflight.h"
 #include "log.h"
 #include "mem.h"
+#include "record.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -800,7 +801,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 	 * recovers the file (first_in), so it is made now — by any user of
 	 * the file, a reader too (DESIGN.md 5: the first shimmed open, in
 	 * any mode). */
-	if (mode != SEG_MAKE && sys_has_xattr(fd, DIOSHIM_XATTR_EOF))
+	if (mode != SEG_MAKE && record_present(fd))
 		mode = SEG_MAKE;
 	create = mode != SEG_FIND;
 	if (mode == SEG_LAZY) {

@@ -80,6 +80,13 @@ struct file_id {
 #define BARRIER_UP 1u
 #define BARRIER_CHANGING 2u
 
+/* Count n in one of a slot's statistics (layout.h: relaxed, for
+ * `dioshim status` only). */
+static inline void slot_stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
 /* The calls of slot s in flight (its shards' counts). */
 int64_t slot_inflight(struct dioshim_slot *s);
 

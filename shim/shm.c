@@ -1245,9 +1245,9 @@ static int append_lock_try(uint64_t key, uint32_t byte, short type)
 bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 {
 	uint32_t byte = guest_byte(dev, ino);
-	struct timespec nap = { 0, 20000 }, t0, t;
+	struct timespec nap = { 0, 20000 };
 	struct dioshim_hint *h;
-	uint64_t waited;
+	uint64_t t0;
 	bool temp;
 	int rc;
 
@@ -1262,7 +1262,7 @@ bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 	}
 	if (!rc)
 		return true;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_ns();
 	/* Only a lock held by another is waited for: a hint we may not open
 	 * (another's file planted there) is no reason to wait. */
 	while (rc == -1 &&
@@ -1273,10 +1273,7 @@ bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 		rc = append_lock_try(key, byte, F_WRLCK);
 		if (!rc)
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		waited = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
-			 (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
-		if (waited > APPEND_LOCK_NS) {
+		if (now_ns() - t0 > APPEND_LOCK_NS) {
 			errno = ETIMEDOUT;
 			break;
 		}
@@ -1339,26 +1336,24 @@ void append_lockless_exit(_Atomic uint32_t *n)
 
 void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino)
 {
-	struct timespec nap = { 0, 50000 }, t0, t;
+	struct timespec nap = { 0, 50000 };
 	_Atomic uint32_t *n;
 	struct dioshim_hint *h;
 	bool temp, looked = false;
+	uint64_t t0;
 
 	h = hint_get(key, false, &temp);
 	if (!h)
 		return;
 	n = &h->lockless[guest_byte(dev, ino) % DIOSHIM_LOCKLESS].n;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_ns();
 	while (atomic_load_explicit(n, memory_order_seq_cst)) {
 		if (!looked) {
 			if (!guest_present(key, dev, ino, false))
 				break;
 			looked = true;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
-			    (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec >
-		    LOCKLESS_WAIT_NS) {
+		if (now_ns() - t0 > LOCKLESS_WAIT_NS) {
 			log_msg("a lone writer's append still in the kernel "
 				"after %llu s: an exact append goes on",
 				LOCKLESS_WAIT_NS / 1000000000ull);
