@@ -8,7 +8,7 @@
 #include "owner.h"
 
 #include "log.h"
-#include "shm.h"
+#include "lifeline.h"
 #include "sys.h"
 
 #include <errno.h>

@@ -1261,13 +1261,13 @@ void segment_atfork_prepare(void)
 {
 	/* The order every path takes them in: files_lock -> hint_lock. */
 	pthread_mutex_lock(&files_lock);
-	shm_atfork_prepare();
+	hint_atfork_prepare();
 }
 
 void segment_atfork_parent(void)
 {
 	pthread_mutex_unlock(&files_lock);
-	shm_atfork_release();
+	hint_atfork_release();
 }
 
 void segment_atfork_child(void)
@@ -1275,9 +1275,11 @@ void segment_atfork_child(void)
 	struct shim_file *f, **pp;
 
 	pthread_mutex_unlock(&files_lock);
-	shm_atfork_release();
+	hint_atfork_release();
 	owner_refresh();
 	lifeline_forget_inherited();
+	hint_atfork_child();
+	guest_atfork_child();
 	pthread_mutex_lock(&files_lock);
 	/* The child holds the parent's fds: it is a user of each file too. */
 	for (pp = &files_head; (f = *pp);) {

@@ -9,6 +9,9 @@
 
 #include "dioshim/layout.h"
 #include "owner.h"
+#include "guest.h"
+#include "hint.h"
+#include "lifeline.h"
 #include "shm.h"
 
 #include <stdbool.h>
