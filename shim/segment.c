@@ -1332,7 +1332,8 @@ static void count_in(uint64_t key)
 
 /* Give back, in one segment, the slots that name this process; count it
  * in its place. */
-static void reclaim_self_in(const char *path)
+static void reclaim_self_in(const char *path, uint64_t dev, uint64_t ino,
+			    void *arg)
 {
 	struct dioshim_seg *seg = seg_open_locked(path);
 	int i, n;
@@ -1348,7 +1349,8 @@ static void reclaim_self_in(const char *path)
 	seg_close_locked(seg);
 }
 
-static void count_one(const char *path)
+static void count_one(const char *path, uint64_t dev, uint64_t ino,
+		      void *arg)
 {
 	struct seg_peek p;
 
@@ -1361,7 +1363,7 @@ static uint64_t recount_key(uint64_t key)
 	counted.keys = 1;
 	counted.key[0] = key;
 	counted.n[0] = 0;
-	segment_scan(count_one);
+	segment_walk(count_one, NULL);
 	return counted.n[0];
 }
 
@@ -1397,7 +1399,7 @@ static void count_start(void)
 void segment_recount(void)
 {
 	count_start();
-	segment_scan(count_one);
+	segment_walk(count_one, NULL);
 	recount_places();
 }
 
@@ -1416,7 +1418,7 @@ void segment_reclaim_self(void)
 	if (!hint_maybe_live())
 		return;
 	count_start();
-	segment_scan(reclaim_self_in);
+	segment_walk(reclaim_self_in, NULL);
 	recount_places();
 }
 

@@ -57,23 +57,6 @@ struct shim_file {
 enum { FILE_HERE, FILE_LEAVING, FILE_GONE };
 
 /*
- * What a file looks like to the segment code: filled from one statx of the
- * data file (plus statfs for fs_bit).
- */
-struct file_id {
-	uint64_t dev, ino;
-	uint64_t size;
-	uint32_t blksize;
-	uint32_t fs_bit;
-	uint32_t dio_mem_align, dio_off_align; /* STATX_DIOALIGN, or 0 */
-	uint32_t birth_kind;
-	int64_t birth_sec;
-	uint32_t birth_nsec;
-	uint64_t birth_gen;
-	uint32_t uid, gid, mode; /* who may write it: who may join */
-};
-
-/*
  * seg->barrier: 0 down; BARRIER_UP while a raiser drains and acts;
  * BARRIER_CHANGING from just before the raiser changes the kernel's size
  * until its words follow.  Whoever takes barrier_lock and finds it

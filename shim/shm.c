@@ -13,7 +13,6 @@
 #include "config.h"
 #include "log.h"
 #include "sys.h"
-#include "segment.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,13 +24,20 @@
 
 /* ---- shared files: naming, checking, publishing ----------------------- */
 
-int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino)
+/* The one format of a segment's name (segment_name_parse reads it):
+ * "<dir>/dioshim.<dev>.<ino>", in hex. */
+static int segment_name(char *buf, size_t cap, const char *dir, uint64_t dev,
+			uint64_t ino)
 {
-	int n = snprintf(buf, cap, "%s/" DIOSHIM_SEG_PREFIX "%llx.%llx",
-			 config.shm_dir, (unsigned long long)dev,
-			 (unsigned long long)ino);
+	int n = snprintf(buf, cap, "%s/" DIOSHIM_SEG_PREFIX "%llx.%llx", dir,
+			 (unsigned long long)dev, (unsigned long long)ino);
 
 	return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int segment_path(char *buf, size_t cap, uint64_t dev, uint64_t ino)
+{
+	return segment_name(buf, cap, config.shm_dir, dev, ino);
 }
 
 /*
@@ -76,15 +82,12 @@ int segment_path_of(char *buf, size_t cap, uint64_t dev, uint64_t ino,
 		    uint32_t mode, uint32_t gid, bool make)
 {
 	char dir[PATH_MAX];
-	int n;
 
 	if (!(mode & S_IWGRP))
 		return segment_path(buf, cap, dev, ino);
 	if (shm_group_dir(dir, sizeof(dir), gid, make))
 		return -1;
-	n = snprintf(buf, cap, "%s/" DIOSHIM_SEG_PREFIX "%llx.%llx", dir,
-		     (unsigned long long)dev, (unsigned long long)ino);
-	return n > 0 && (size_t)n < cap ? 0 : -1;
+	return segment_name(buf, cap, dir, dev, ino);
 }
 
 /* The name of a segment we have mapped, from its own words. */
@@ -425,52 +428,110 @@ void seg_owner_for(const struct file_id *id, struct shm_owner *own,
 	}
 }
 
-/*
- * Call fn with the path of every segment in dir and, at the top level,
- * in every group directory there (one level down).
- */
-static void scan_segments(const char *dir, bool top, void (*fn)(const char *))
-{
-	char buf[4096], path[PATH_MAX];
-	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
-	size_t glen = strlen(DIOSHIM_GROUP_PREFIX);
-	long n, off;
-	int dfd;
+/* ---- segment names and the walk over them ------------------------------ */
 
-	dfd = sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+bool segment_name_parse(const char *name, uint64_t *dev, uint64_t *ino)
+{
+	unsigned long long d, i;
+	int len;
+
+	if (sscanf(name, DIOSHIM_SEG_PREFIX "%llx.%llx%n", &d, &i, &len) != 2 ||
+	    name[len])
+		return false;
+	*dev = d;
+	*ino = i;
+	return true;
+}
+
+bool shm_dir_each(int dfd, char *buf, size_t cap,
+		  bool (*each)(const char *name, void *arg), void *arg)
+{
+	long n, at;
+
+	while ((n = syscall(SYS_getdents64, dfd, buf, cap)) > 0)
+		for (at = 0; at < n;) {
+			/* struct linux_dirent64: ino, off, reclen, type,
+			 * name */
+			unsigned short reclen;
+
+			memcpy(&reclen, buf + at + 16, sizeof(reclen));
+			if (reclen < 20 || at + reclen > n)
+				return false;
+			if (each(buf + at + 19, arg))
+				return true;
+			at += reclen;
+		}
+	return false;
+}
+
+/*
+ * The walk's buffers, mapped for the one walk: the give-back of space
+ * walks from a write that met ENOSPC, which may be a signal handler's on
+ * a small alternate stack.  One level for the segment directory, one for
+ * a group directory in it.
+ */
+enum { WALK_TOP, WALK_GROUP, WALK_LEVELS };
+struct walk {
+	struct {
+		char dents[WALK_LEVELS][4096];
+		char path[WALK_LEVELS][PATH_MAX];
+	} *buf;
+	const char *dir; /* the level above's path (or the top's) */
+	int lv;
+	segment_walk_fn *fn;
+	void *arg;
+};
+
+static void walk_in(struct walk *w, const char *dir, int lv);
+
+static bool walk_entry(const char *name, void *arg)
+{
+	struct walk *w = arg;
+	char *path = w->buf->path[w->lv];
+	size_t ld = strlen(w->dir), ln = strlen(name);
+	uint64_t dev, ino;
+
+	if (ld + 1 + ln >= PATH_MAX)
+		return false;
+	memcpy(path, w->dir, ld);
+	path[ld] = '/';
+	memcpy(path + ld + 1, name, ln + 1);
+	if (w->lv == WALK_TOP && !strncmp(name, DIOSHIM_GROUP_PREFIX,
+					  strlen(DIOSHIM_GROUP_PREFIX)))
+		walk_in(w, path, WALK_GROUP);
+	else if (segment_name_parse(name, &dev, &ino))
+		w->fn(path, dev, ino, w->arg);
+	return false;
+}
+
+/* The segments in dir (at depth lv); from the top, once into the group
+ * directories (never through a link: group_dir never uses one). */
+static void walk_in(struct walk *from, const char *dir, int lv)
+{
+	struct walk w = *from;
+	int dfd = sys_openat(AT_FDCWD, dir,
+			     O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+				     (lv == WALK_TOP ? 0 : O_NOFOLLOW),
+			     0);
+
 	if (dfd < 0)
 		return;
-	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
-		for (off = 0; off < n;) {
-			struct linux_dirent64 {
-				uint64_t d_ino;
-				int64_t d_off;
-				unsigned short d_reclen;
-				unsigned char d_type;
-				char d_name[];
-			} *d = (void *)(buf + off);
-			bool group;
-
-			off += d->d_reclen;
-			group = top && !strncmp(d->d_name,
-						DIOSHIM_GROUP_PREFIX, glen);
-			if (!group &&
-			    (strncmp(d->d_name, DIOSHIM_SEG_PREFIX, plen) ||
-			     strstr(d->d_name, ".tmp")))
-				continue;
-			if (snprintf(path, sizeof(path), "%s/%s", dir,
-				     d->d_name) >= (int)sizeof(path))
-				continue;
-			if (group)
-				scan_segments(path, false, fn);
-			else
-				fn(path);
-		}
-	}
+	w.dir = dir;
+	w.lv = lv;
+	shm_dir_each(dfd, w.buf->dents[lv], sizeof(w.buf->dents[lv]),
+		     walk_entry, &w);
 	sys_close(dfd);
 }
 
-void segment_scan(void (*fn)(const char *))
+bool segment_walk(segment_walk_fn *fn, void *arg)
 {
-	scan_segments(config.shm_dir, true, fn);
+	struct walk w = { .fn = fn, .arg = arg };
+
+	w.buf = mmap(NULL, sizeof(*w.buf), PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (w.buf == MAP_FAILED)
+		return false;
+	walk_in(&w, config.shm_dir, WALK_TOP);
+	sys_munmap(w.buf, sizeof(*w.buf));
+	return true;
 }

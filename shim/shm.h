@@ -17,7 +17,23 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct file_id;
+/*
+ * What a file looks like to the segment code: filled from one statx of the
+ * data file (plus statfs for fs_bit, segment.c file_identify); who may
+ * own its shared files follows from it.
+ */
+struct file_id {
+	uint64_t dev, ino;
+	uint64_t size;
+	uint32_t blksize;
+	uint32_t fs_bit;
+	uint32_t dio_mem_align, dio_off_align; /* STATX_DIOALIGN, or 0 */
+	uint32_t birth_kind;
+	int64_t birth_sec;
+	uint32_t birth_nsec;
+	uint64_t birth_gen;
+	uint32_t uid, gid, mode; /* who may write it: who may join */
+};
 
 #define SEG_SIZE sizeof(struct dioshim_seg)
 /* A hint key: a uid, or this bit | a gid. */
@@ -98,8 +114,24 @@ int seg_path_of(const struct dioshim_seg *seg, char *buf, size_t cap);
 /* The mode, owner and hint key of a new segment for file id. */
 void seg_owner_for(const struct file_id *id, struct shm_owner *own,
 		   uint64_t *hint_key);
-/* Call fn with the path of every segment file under the segment
- * directory (its group directories included). */
-void segment_scan(void (*fn)(const char *));
+/* A segment's file name: "dioshim.<dev>.<ino>" (hex, as segment_path
+ * makes it), nothing after it (a name being made has a suffix).  The one
+ * parser of the names; false if name is not one. */
+bool segment_name_parse(const char *name, uint64_t *dev, uint64_t *ino);
+/*
+ * The one walk over the segments: fn(path, dev, ino, arg) for every
+ * segment file (segment_name_parse) in the segment directory and in its
+ * group directories, for gc, recounts, the reclaim at load and the
+ * give-back of space.  Takes no stack to speak of (its buffers are
+ * mapped for the walk); false if they could not be.
+ */
+typedef void segment_walk_fn(const char *path, uint64_t dev, uint64_t ino,
+			     void *arg);
+bool segment_walk(segment_walk_fn *fn, void *arg);
+/* each(name, arg) for the entries of the directory open at dfd (read
+ * into buf, cap bytes: getdents64, no heap), until it returns true.
+ * Whether it did. */
+bool shm_dir_each(int dfd, char *buf, size_t cap,
+		  bool (*each)(const char *name, void *arg), void *arg);
 
 #endif
