@@ -157,29 +157,12 @@ static uint64_t record_eof(struct dioshim_seg *seg)
 	return eof;
 }
 
-/*
- * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
- * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
- * must go to the kernel as issued.
- */
-static enum reserve_result reserve_locked(struct shim_file *f, int fd,
-					  uint64_t off, uint64_t end,
-					  bool recovered)
+/* Re-read the kernel's size, which a writer outside the shim (or one
+ * that died mid-extension) may have moved; the slow path's phys. */
+static uint64_t phys_resync(struct dioshim_seg *seg, int fd, uint64_t phys)
 {
-	struct dioshim_seg *seg = f->seg;
-	struct rlimit rl;
-	struct statfs sfs;
 	struct stat st;
-	uint64_t phys, eof, start, chunk, new_phys, now;
 
-	phys = atomic_load(&seg->phys);
-	if (end <= phys && !recovered)
-		return RESERVE_OK;
-	/* One writer: the kernel extends the file, as it would alone. */
-	if (!recovered && !inflight_engaged(f))
-		goto exact;
-	/* Slow path: re-read the kernel's size, which a writer outside the
-	 * shim (or one that died mid-extension) may have moved. */
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
 		log_once("size moved outside the shim (%llu, expected %llu)",
 			 (unsigned long long)st.st_size,
@@ -189,17 +172,18 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		/* Whatever moved it may have written there. */
 		touched_raise(seg, phys);
 	}
-	if (end <= phys)
-		return RESERVE_OK;
-	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
-		goto exact;
+	return phys;
+}
 
-	now = now_ns();
-	/* The kernel refused one a moment ago: writes go as issued for a
-	 * while, rather than each pay a refused fallocate and two records. */
-	if (seg->reserve_failed_ns &&
-	    now - seg->reserve_failed_ns < RESERVE_RETRY_NS)
-		goto exact;
+/* The chunk to reserve past a write that ends at end: the policy's
+ * (reserve_chunk_next), cut to what the disk budget leaves this file, in
+ * whole blocks.  Less than a block: none, the kernel extends. */
+static uint64_t chunk_for(struct dioshim_seg *seg, int fd, uint64_t phys,
+			  uint64_t end, uint64_t now)
+{
+	struct statfs sfs;
+	uint64_t chunk;
+
 	if (seg->last_reserve_ns)
 		chunk = reserve_chunk_next(seg->chunk ? seg->chunk
 						      : config.reserve,
@@ -236,65 +220,132 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 				    : 0;
 		chunk = chunk / seg_blksize(seg) * seg_blksize(seg);
 	}
-	/* No room left in the budget: the kernel extends. */
-	if (chunk < seg_blksize(seg))
-		goto exact;
+	return chunk;
+}
 
-	/* A write far past the end leaves the gap a hole: reserve from the
-	 * write's block, not from phys, and a chunk past the write, so that
-	 * the writes that follow it find their blocks too. */
-	start = off / seg_blksize(seg) * seg_blksize(seg);
-	if (start < phys)
-		start = phys;
+/*
+ * Where a reservation of chunk past a write [off, end) ends, and from
+ * where (*start) it allocates: a write far past the end leaves the gap a
+ * hole, so it starts at the write's block, not at phys, and reaches a
+ * chunk past the write, so that the writes that follow it find their
+ * blocks too.  0 when the write itself passes RLIMIT_FSIZE.
+ */
+static uint64_t reserve_target(struct dioshim_seg *seg, uint64_t off,
+			       uint64_t end, uint64_t phys, uint64_t chunk,
+			       uint64_t *start)
+{
+	struct rlimit rl;
+	uint64_t new_phys;
+
+	*start = off / seg_blksize(seg) * seg_blksize(seg);
+	if (*start < phys)
+		*start = phys;
 	new_phys = round_up((end > phys ? end : phys) + chunk, seg_blksize(seg));
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		/* Past the limit the kernel sends SIGXFSZ: only the
 		 * application's own write may do that. */
 		if (end > rl.rlim_cur)
-			goto exact;
+			return 0;
 		if (new_phys > rl.rlim_cur)
 			new_phys = rl.rlim_cur;
 	}
-	/* The record goes first, so the journal commits it no later than the
-	 * size it describes; no record, no reservation: a crash could leave
-	 * a tail that recovery would not know to cut. */
-	eof = record_eof(seg);
-	if (!record_write(fd, eof, new_phys)) {
-		if (errno == EOPNOTSUPP || errno == ENOTSUP) {
-			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-			log_msg("no user xattrs here: extending writes of this "
-				"file go to the kernel as issued");
-		} else {
-			log_once("cannot record eof (%s): writing exactly",
-				 strerror(errno));
-		}
-		goto exact;
-	}
-	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
-		int err = errno;
+	return new_phys;
+}
 
-		phys = undo_failed_reserve(f, fd, phys);
-		/* Put the record back to the truth: the old reservation (or
-		 * none), the words saying what the file says, lest the last
-		 * user take a record for none and leave it. */
-		if (phys > atomic_load(&seg->eof) && record_write(fd, eof, phys)) {
-			atomic_store(&seg->recorded_eof, eof);
-			atomic_store(&seg->recorded_phys, phys);
-		} else if (record_remove(fd)) {
-			atomic_store(&seg->recorded_eof, 0);
-			atomic_store(&seg->recorded_phys, 0);
-		}
-		seg->reserve_failed_ns = now;
-		if (err == EOPNOTSUPP) {
-			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-			log_msg("fallocate unsupported: extending writes of "
-				"this file go to the kernel as issued");
-		} else {
-			log_once("reservation of %llu bytes failed (%s): "
-				 "writing exactly",
-				 (unsigned long long)(new_phys - start),
-				 strerror(err));
-		}
+/* The record of a reservation up to new_phys, written before it, so the
+ * journal commits it no later than the size it describes; no record, no
+ * reservation (false): a crash could leave a tail that recovery would
+ * not know to cut. */
+static bool record_ahead(struct dioshim_seg *seg, int fd, uint64_t eof,
+			 uint64_t new_phys)
+{
+	if (record_write(fd, eof, new_phys))
+		return true;
+	if (errno == EOPNOTSUPP || errno == ENOTSUP) {
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+		log_msg("no user xattrs here: extending writes of this "
+			"file go to the kernel as issued");
+	} else {
+		log_once("cannot record eof (%s): writing exactly",
+			 strerror(errno));
+	}
+	return false;
+}
+
+/* The fallocate of len bytes failed with err: the file and its record
+ * put back as they were, no reservation tried for a while. */
+static void reserve_failed(struct shim_file *f, int fd, uint64_t phys,
+			   uint64_t eof, uint64_t now, int err, uint64_t len)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	phys = undo_failed_reserve(f, fd, phys);
+	/* Put the record back to the truth: the old reservation (or
+	 * none), the words saying what the file says, lest the last
+	 * user take a record for none and leave it. */
+	if (phys > atomic_load(&seg->eof) && record_write(fd, eof, phys)) {
+		atomic_store(&seg->recorded_eof, eof);
+		atomic_store(&seg->recorded_phys, phys);
+	} else if (record_remove(fd)) {
+		atomic_store(&seg->recorded_eof, 0);
+		atomic_store(&seg->recorded_phys, 0);
+	}
+	seg->reserve_failed_ns = now;
+	if (err == EOPNOTSUPP) {
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+		log_msg("fallocate unsupported: extending writes of "
+			"this file go to the kernel as issued");
+	} else {
+		log_once("reservation of %llu bytes failed (%s): "
+			 "writing exactly",
+			 (unsigned long long)len, strerror(err));
+	}
+}
+
+/*
+ * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
+ * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
+ * must go to the kernel as issued.  The steps: the kernel's size, the
+ * chunk (policy and budget), the range (RLIMIT_FSIZE), the record, the
+ * fallocate, the words.
+ */
+static enum reserve_result reserve_locked(struct shim_file *f, int fd,
+					  uint64_t off, uint64_t end,
+					  bool recovered)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t phys, eof, start, chunk, new_phys, now;
+
+	phys = atomic_load(&seg->phys);
+	if (end <= phys && !recovered)
+		return RESERVE_OK;
+	/* One writer: the kernel extends the file, as it would alone. */
+	if (!recovered && !inflight_engaged(f))
+		goto exact;
+	phys = phys_resync(seg, fd, phys);
+	if (end <= phys)
+		return RESERVE_OK;
+	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
+		goto exact;
+
+	now = now_ns();
+	/* The kernel refused one a moment ago: writes go as issued for a
+	 * while, rather than each pay a refused fallocate and two records. */
+	if (seg->reserve_failed_ns &&
+	    now - seg->reserve_failed_ns < RESERVE_RETRY_NS)
+		goto exact;
+	chunk = chunk_for(seg, fd, phys, end, now);
+	/* No room left in the budget: the kernel extends. */
+	if (chunk < seg_blksize(seg))
+		goto exact;
+	new_phys = reserve_target(seg, off, end, phys, chunk, &start);
+	if (!new_phys)
+		goto exact;
+	eof = record_eof(seg);
+	if (!record_ahead(seg, fd, eof, new_phys))
+		goto exact;
+	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
+		reserve_failed(f, fd, phys, eof, now, errno, new_phys - start);
 		goto exact;
 	}
 	prefill_note_allocated(f, start, new_phys);
