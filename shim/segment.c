@@ -775,184 +775,227 @@ static enum lazy_step lazy_announce(const struct file_id *id,
 	}
 }
 
-struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
-				     enum seg_want mode, struct guest_pin *pin)
-{
-	bool create = mode != SEG_FIND;
+/* One attach under way (segment_attach_pin), through its steps. */
+struct attach {
+	int fd;
+	const struct file_id *id;
+	enum seg_want mode;
+	bool create;
+	struct guest_pin *pin;
 	char path[PATH_MAX];
-	struct dioshim_seg *seg = NULL;
-	struct shim_file *f;
-	int slot = -1, tries;
-	bool moved = false, guest = false, held = false, wait_guests = false;
+	struct dioshim_seg *seg;
+	int slot;
+	/* moved: the segment is where a chmod left it; guest, held: we
+	 * write as a guest (held: announced); wait_guests: we made it
+	 * while guests had announced themselves, its barrier up. */
+	bool moved, guest, held, wait_guests;
+};
 
-	pin->held = false;
-	if (segment_path_of(path, sizeof(path), id->dev, id->ino, id->mode,
-			    id->gid, create))
-		return NULL;
-	pthread_mutex_lock(&files_lock);
+/* Our attachment for id, one reference more; NULL if none.  files_lock
+ * held. */
+static struct shim_file *file_find(const struct file_id *id)
+{
+	struct shim_file *f;
+
 	for (f = files_head; f; f = f->next) {
 		if (f->dev == id->dev && f->ino == id->ino &&
 		    !f->exec_released && birth_matches(f->seg, id)) {
 			f->refs++;
-			goto out;
+			return f;
 		}
 	}
+	return NULL;
+}
+
+/* What the attach may do (a->mode, a->create); false for a lone writer
+ * that needs no segment at all (lazy, and surely alone). */
+static bool attach_decide(struct attach *a)
+{
 	/* A record of a reservation a crash left: the segment's first user
 	 * recovers the file (first_in), so it is made now — by any user of
 	 * the file, a reader too (DESIGN.md 5: the first shimmed open, in
 	 * any mode). */
-	if (mode != SEG_MAKE && record_present(fd))
-		mode = SEG_MAKE;
-	create = mode != SEG_FIND;
-	if (mode == SEG_LAZY) {
-		switch (lazy_announce(id, pin)) {
+	if (a->mode != SEG_MAKE && record_present(a->fd))
+		a->mode = SEG_MAKE;
+	a->create = a->mode != SEG_FIND;
+	if (a->mode == SEG_LAZY) {
+		switch (lazy_announce(a->id, a->pin)) {
 		case LAZY_ALONE:
-			f = NULL;
-			goto out;
+			return false;
 		case LAZY_LOOK:
-			create = false;
+			a->create = false;
 			break;
 		case LAZY_MAKE:
-			mode = SEG_MAKE;
+			a->mode = SEG_MAKE;
 			break;
 		case LAZY_SLOW:
 			break;
 		}
 	}
+	return true;
+}
+
+/* a->seg was just made and published (its attach_lock held, slot 0
+ * ours): recover the file, and hold the barrier for guests that
+ * announced themselves. */
+static void attach_made(struct attach *a, uint64_t key)
+{
+	struct dioshim_seg *seg = a->seg;
+	const struct file_id *id = a->id;
+
+	hint_published(key);
+	if (!seg_recover(seg, a->fd))
+		atomic_store(&seg->exact, 1);
+	/* Published: a guest that announced itself before looking found
+	 * nothing here.  It may be a lone writer that joins at its next
+	 * call: waited for once we are in. */
+	a->wait_guests = guest_present(key, id->dev, id->ino, true);
+	/* Up before anyone can join: a guest that joins writes nothing
+	 * through the segment until the words hold its own writes. */
+	if (a->wait_guests && !barrier_hold_new(seg)) {
+		atomic_store(&seg->exact, 1);
+		a->wait_guests = false;
+	}
+	seg_unlock(&seg->attach_lock);
+}
+
+enum { ATTACH_AGAIN, ATTACH_DONE };
+
+/* No segment at a->path: look where a chmod may have left one, make it,
+ * or announce ourselves as a guest.  ATTACH_AGAIN: look once more;
+ * ATTACH_DONE: a->seg made, or none to be had (NULL). */
+static int attach_make(struct attach *a)
+{
+	const struct file_id *id = a->id;
+	struct seg_init_arg arg = { id, a->fd, &a->slot, 0 };
+	struct shm_owner own;
+
+	/* The file's group write bit changed while a segment serves it:
+	 * everyone who can joins that one. */
+	if (!a->moved && other_place_taken(id) &&
+	    !segment_path_of(a->path, sizeof(a->path), id->dev, id->ino,
+			     id->mode ^ S_IWGRP, id->gid, false)) {
+		a->moved = true;
+		return ATTACH_AGAIN;
+	}
+	if (!a->create || a->moved)
+		return ATTACH_DONE;
+	seg_owner_for(id, &own, &arg.hint_key);
+	/* Lazy: announced, then looked at again — a segment made meanwhile
+	 * is joined.  Another guest there already: two processes write it,
+	 * so it is made (exact while that one stays a guest). */
+	if (a->mode == SEG_LAZY && !a->pin->held) {
+		a->mode = SEG_MAKE;
+		if (guest_announce(arg.hint_key, id, a->pin) == ANNOUNCE_DONE) {
+			a->create = false;
+			return ATTACH_AGAIN;
+		}
+	}
+	hint_window_open(arg.hint_key);
+	hint_live_add(arg.hint_key, 1);
+	a->seg = shm_create_published(a->path, SEG_SIZE, &own, seg_init,
+				      seg_init_undo, &arg);
+	if (!a->seg)
+		hint_live_add(arg.hint_key, -1);
+	hint_window_close(arg.hint_key);
+	if (a->seg) {
+		attach_made(a, arg.hint_key);
+		return ATTACH_DONE;
+	}
+	if (errno == EEXIST)
+		return ATTACH_AGAIN;
+	log_msg("%s: cannot create (%s): passing through", a->path,
+		strerror(errno));
+	/* No segment (a full directory): we write the file as it is, so no
+	 * one may reserve in it while we live.  Announced as a guest, then
+	 * looked at again: a segment made meanwhile is joined (and made
+	 * exact), one made later starts exact. */
+	if (!a->pin->held && guest_hold(arg.hint_key, id->dev, id->ino)) {
+		*a->pin = (struct guest_pin){ arg.hint_key, id->dev, id->ino,
+					      true };
+		a->create = false;
+		return ATTACH_AGAIN;
+	}
+	return ATTACH_DONE;
+}
+
+/* The file's segment found (or made) and joined: a->seg with a->slot,
+ * or as a guest (a->guest); a->seg NULL if there is none to use. */
+static void attach_seg(struct attach *a)
+{
+	int tries;
+
 	for (tries = 0; tries < 8; tries++) {
 		/* Where the file's mode says, or, once moved, where its
 		 * segment was made before a chmod (validated as any of ours,
 		 * then by its header). */
-		struct shm_want want = { moved ? SHM_SEG_ANY : SHM_SEG_FILE, 0,
-					 id };
+		struct shm_want want = { a->moved ? SHM_SEG_ANY : SHM_SEG_FILE,
+					 0, a->id };
 
-		seg = shm_open_existing(path, SEG_SIZE, true, &want);
-		if (!seg && errno == ENOENT) {
-			struct seg_init_arg arg = { id, fd, &slot, 0 };
-			struct shm_owner own;
-
-			/* The file's group write bit changed while a segment
-			 * serves it: everyone who can joins that one. */
-			if (!moved && other_place_taken(id) &&
-			    !segment_path_of(path, sizeof(path), id->dev,
-					     id->ino, id->mode ^ S_IWGRP,
-					     id->gid, false)) {
-				moved = true;
+		a->seg = shm_open_existing(a->path, SEG_SIZE, true, &want);
+		if (!a->seg && errno == ENOENT) {
+			if (attach_make(a) == ATTACH_AGAIN)
 				continue;
-			}
-			if (!create || moved)
-				break;
-			seg_owner_for(id, &own, &arg.hint_key);
-			/* Lazy: announced, then looked at again — a segment
-			 * made meanwhile is joined.  Another guest there
-			 * already: two processes write it, so it is made
-			 * (exact while that one stays a guest). */
-			if (mode == SEG_LAZY && !pin->held) {
-				mode = SEG_MAKE;
-				if (guest_announce(arg.hint_key, id, pin) ==
-				    ANNOUNCE_DONE) {
-					create = false;
-					continue;
-				}
-			}
-			hint_window_open(arg.hint_key);
-			hint_live_add(arg.hint_key, 1);
-			seg = shm_create_published(path, SEG_SIZE, &own,
-						   seg_init, seg_init_undo,
-						   &arg);
-			if (!seg)
-				hint_live_add(arg.hint_key, -1);
-			hint_window_close(arg.hint_key);
-			if (seg) {
-				hint_published(arg.hint_key);
-				if (!seg_recover(seg, fd))
-					atomic_store(&seg->exact, 1);
-				/* Published: a guest that announced itself
-				 * before looking found nothing here.  It may
-				 * be a lone writer that joins at its next
-				 * call: waited for once we are in. */
-				wait_guests = guest_present(arg.hint_key,
-							    id->dev, id->ino,
-							    true);
-				/* Up before anyone can join: a guest that
-				 * joins writes nothing through the segment
-				 * until the words hold its own writes. */
-				if (wait_guests && !barrier_hold_new(seg)) {
-					atomic_store(&seg->exact, 1);
-					wait_guests = false;
-				}
-				seg_unlock(&seg->attach_lock);
-				break;
-			}
-			if (errno == EEXIST)
-				continue;
-			log_msg("%s: cannot create (%s): passing through", path,
-				strerror(errno));
-			/* No segment (a full directory): we write the file
-			 * as it is, so no one may reserve in it while we
-			 * live.  Announced as a guest, then looked at again:
-			 * a segment made meanwhile is joined (and made
-			 * exact), one made later starts exact. */
-			if (!pin->held &&
-			    guest_hold(arg.hint_key, id->dev, id->ino)) {
-				*pin = (struct guest_pin){ arg.hint_key, id->dev,
-							   id->ino, true };
-				create = false;
-				continue;
-			}
 			break;
 		}
-		if (!seg) {
+		if (!a->seg) {
 			/* One that is not ours (owner, mode, a link) stays
 			 * so; anything else may pass, and is asked again. */
 			if (errno != EPERM && errno != EACCES &&
 			    errno != ELOOP && tries < 7)
 				continue;
-			log_msg("%s: cannot open (%s): passing through", path,
-				strerror(errno));
+			log_msg("%s: cannot open (%s): passing through",
+				a->path, strerror(errno));
 			break;
 		}
-		if (!seg_header_ok(seg, id->dev, id->ino)) {
+		if (!seg_header_ok(a->seg, a->id->dev, a->id->ino)) {
 			log_msg("%s: corrupt or foreign segment: passing "
-				"through", path);
-			sys_munmap(seg, SEG_SIZE);
-			seg = NULL;
+				"through", a->path);
+			sys_munmap(a->seg, SEG_SIZE);
+			a->seg = NULL;
 			break;
 		}
-		slot = seg_join(seg, path, id, fd);
-		if (slot >= 0)
+		a->slot = seg_join(a->seg, a->path, a->id, a->fd);
+		if (a->slot >= 0)
 			break;
-		if (slot == JOIN_GUEST || slot == JOIN_GUEST_UNANNOUNCED) {
-			guest = true;
-			held = slot == JOIN_GUEST;
-			slot = -1;
+		if (a->slot == JOIN_GUEST || a->slot == JOIN_GUEST_UNANNOUNCED) {
+			a->guest = true;
+			a->held = a->slot == JOIN_GUEST;
+			a->slot = -1;
 			break;
 		}
-		sys_munmap(seg, SEG_SIZE);
-		seg = NULL;
-		if (slot == JOIN_NONE)
+		sys_munmap(a->seg, SEG_SIZE);
+		a->seg = NULL;
+		if (a->slot == JOIN_NONE)
 			break;
 	}
-	f = NULL;
-	if (!seg)
-		goto out;
-	f = file_new();
+}
+
+/* The attachment of a->seg, put on the process's list (files_lock
+ * held); NULL, with the slot and holds given back, if there is no
+ * memory for it. */
+static struct shim_file *attach_track(struct attach *a)
+{
+	struct dioshim_seg *seg = a->seg;
+	const struct file_id *id = a->id;
+	struct shim_file *f = file_new();
+
 	if (!f) {
-		if (wait_guests) {
+		if (a->wait_guests) {
 			/* Nobody reserves while the guests are there. */
 			atomic_store(&seg->exact, 1);
 			atomic_store(&seg->barrier, 0);
 			seg_unlock(&seg->barrier_lock);
 		}
-		if (held)
+		if (a->held)
 			guest_drop(seg->hint_key, id->dev, id->ino);
 		/* Give the slot back: we could not track it. */
 		if (attach_lock_take(seg)) {
-			slot_release(seg, slot);
+			slot_release(seg, a->slot);
 			seg_unlock(&seg->attach_lock);
 		}
 		sys_munmap(seg, SEG_SIZE);
-		goto out;
+		return NULL;
 	}
 	f->seg = seg;
 	f->dev = id->dev;
@@ -960,13 +1003,56 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 	f->fs_bit = id->fs_bit;
 	f->dio_mem_align = id->dio_mem_align;
 	f->dio_off_align = id->dio_off_align;
-	f->slot = slot;
-	f->guest = guest;
-	f->guest_held = held;
+	f->slot = a->slot;
+	f->guest = a->guest;
+	f->guest_held = a->held;
 	f->refs = 1;
 	f->next = files_head;
 	files_head = f;
-out:
+	return f;
+}
+
+/* After files_lock: a guest makes the file exact before its first write;
+ * a maker that met guests waits for them (lifecycle's guests_wait). */
+static void attach_settle(struct shim_file *f, int fd, bool wait_guests)
+{
+	const struct segment_hooks *h;
+
+	if (f->guest) {
+		segment_serves(f, fd);
+		return;
+	}
+	if (!wait_guests)
+		return;
+	h = __atomic_load_n(&hooks, __ATOMIC_ACQUIRE);
+	if (h && h->guests_wait) {
+		h->guests_wait(f, fd);
+	} else {
+		atomic_store(&f->seg->exact, 1);
+		atomic_store(&f->seg->barrier, 0);
+		seg_unlock(&f->seg->barrier_lock);
+	}
+}
+
+struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
+				     enum seg_want mode, struct guest_pin *pin)
+{
+	struct attach a = { .fd = fd, .id = id, .mode = mode,
+			    .create = mode != SEG_FIND, .pin = pin,
+			    .slot = -1 };
+	struct shim_file *f;
+
+	pin->held = false;
+	if (segment_path_of(a.path, sizeof(a.path), id->dev, id->ino,
+			    id->mode, id->gid, a.create))
+		return NULL;
+	pthread_mutex_lock(&files_lock);
+	f = file_find(id);
+	if (!f && attach_decide(&a)) {
+		attach_seg(&a);
+		if (a.seg)
+			f = attach_track(&a);
+	}
 	/* Attached (its hold, if a guest, taken in seg_join): the
 	 * announcement of this call is not needed. */
 	if (f && pin->held) {
@@ -974,21 +1060,8 @@ out:
 		pin->held = false;
 	}
 	pthread_mutex_unlock(&files_lock);
-	/* A guest makes the file exact before its first write. */
-	if (f && f->guest)
-		segment_serves(f, fd);
-	else if (f && wait_guests) {
-		const struct segment_hooks *h =
-			__atomic_load_n(&hooks, __ATOMIC_ACQUIRE);
-
-		if (h && h->guests_wait) {
-			h->guests_wait(f, fd);
-		} else {
-			atomic_store(&f->seg->exact, 1);
-			atomic_store(&f->seg->barrier, 0);
-			seg_unlock(&f->seg->barrier_lock);
-		}
-	}
+	if (f)
+		attach_settle(f, fd, a.wait_guests);
 	return f;
 }
 
