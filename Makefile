@@ -14,12 +14,12 @@ XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
 
 LIB_SRC := shim/hot.c shim/interpose.c shim/real.c shim/fdtable.c shim/io.c shim/async.c \
-	shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c shim/segment.c shim/lifecycle.c \
+	shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c shim/segbase.c shim/segment.c shim/segview.c shim/lifecycle.c \
 	shim/reserve.c shim/publish.c shim/move.c shim/inflight.c shim/record.c shim/recover.c shim/rangelock.c shim/wtx.c \
 	shim/prefill.c shim/gap.c shim/extmap.c shim/space.c shim/commit.c shim/config.c shim/log.c \
 	shim/mem.c shim/umem.c shim/sys.c
 # The mechanisms without the wrappers: what the command and unit tests link.
-CORE_SRC := shim/hot.c shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c shim/segment.c shim/lifecycle.c \
+CORE_SRC := shim/hot.c shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c shim/segbase.c shim/segment.c shim/segview.c shim/lifecycle.c \
 	shim/reserve.c shim/publish.c shim/move.c shim/inflight.c shim/record.c shim/recover.c shim/rangelock.c shim/wtx.c \
 	shim/prefill.c shim/gap.c shim/extmap.c shim/space.c shim/config.c shim/log.c \
 	shim/mem.c shim/umem.c shim/sys.c
