@@ -20,6 +20,11 @@
  * at the old tail, behind a hole).
  *
  * Lock order: barrier_lock, then (after the drain) ext_lock.
+ *
+ * Layer L2, above commit; calls L1 (segments, owners) and L0.  A
+ * repair of the words after a raiser's death is lifecycle.c's, reached
+ * through segment_hooks (segment_words_repair).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "inflight.h"

@@ -8,6 +8,11 @@
  * membership layer knows nothing of reservations, prefill or the extent
  * lock table.  Registered at load, in every program that links the
  * mechanisms: the library, the command and the unit tests.
+ *
+ * Layer L2, its top: may call every mechanism of L2, L1 and L0; the
+ * segment layer calls it only through the hooks registered here.
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "segment.h"

@@ -27,6 +27,11 @@
  *    append's range is passed over outside a move (zeros); waiters
  *    lower down are left past by it (their appends fail).  The lowest
  *    waiter acts first: the wait grows with the distance to eof.
+ *
+ * Layer L2, above publish (eof_publish_at, eof_wake, publish_blocked)
+ * and prefill; the record after a move is reserve.c's, reached through
+ * segment_hooks (segment_moved).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "move.h"

@@ -15,6 +15,10 @@
  * Data is found from the extent map (FIEMAP), never from SEEK_DATA over a
  * page cache that a reader outside the shim may have filled with zeros
  * over the reserved, unwritten blocks.
+ *
+ * Layer L2, its bottom: calls L1 (the record, segments) and L0 (extmap,
+ * log, sys).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "recover.h"

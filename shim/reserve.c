@@ -12,6 +12,11 @@
  * application issued it, under ext_lock so phys stays the kernel's size.
  *
  * Lock order: ext_lock is the innermost segment lock.
+ *
+ * Layer L2, above move (move_wait), publish, prefill, inflight, gap and
+ * recover; a recount of the budget is space.c's, reached through
+ * segment_hooks (segment_budget_recount).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "reserve.h"

@@ -505,7 +505,7 @@ static bool walk_entry(const char *name, void *arg)
 }
 
 /* The segments in dir (at depth lv); from the top, once into the group
- * directories (never through a link: group_dir never uses one). */
+ * directories (never through a link: shm_group_dir never uses one). */
 static void walk_in(struct walk *from, const char *dir, int lv)
 {
 	struct walk w = *from;

@@ -15,6 +15,11 @@
  * logical size and never below data.  The caller holds nothing of any
  * file, its own included: two processes that meet ENOSPC at once then
  * wait for nothing of each other's.
+ *
+ * Layer L2, above reserve (reserve_trim), inflight and recover; walks
+ * the segments through L1 (segment_walk, segment_peek, segment_attach).
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "space.h"

@@ -12,6 +12,9 @@
  * The library is found next to this program (the build tree) or in
  * ../lib/dioshim/ (an install); it is prepended to LD_PRELOAD, never put in
  * place of what is there.
+ *
+ * Above every layer of the library it links (the mechanisms without the
+ * wrappers, CORE_SRC): gc walks the segments with segment_walk (L1).
  */
 #define _GNU_SOURCE
 #include "dioshim.h"
