@@ -40,7 +40,6 @@
 #include "log.h"
 #include "owner.h"
 #include "prefill.h"
-#include "reserve.h"
 #include "sys.h"
 
 #include <errno.h>

@@ -28,7 +28,6 @@
 #include "move.h"
 #include "prefill.h"
 #include "recover.h"
-#include "space.h"
 #include "sys.h"
 
 #include <errno.h>

@@ -30,7 +30,6 @@
 #include "shm.h"
 
 #include "config.h"
-#include "inflight.h"
 #include "log.h"
 #include "mem.h"
 #include "record.h"
