@@ -16,14 +16,18 @@ XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 # The wrappers (L5), one file per family: only the library links them.
 WRAP_SRC := shim/wrap_fd.c shim/wrap_rw.c shim/wrap_stat.c shim/wrap_sync.c \
 	shim/wrap_mm.c shim/wrap_proc.c shim/wrap_xfer.c
-# Everything below the wrappers, bottom up (DESIGN.md 8): what the command
-# and the unit tests link.  hot.c first: its page (test_fdtable).
-CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c shim/abi.c \
-	shim/mem.c shim/log.c shim/config.c shim/umem.c shim/extmap.c \
-	shim/owner.c shim/shm.c shim/segment.c shim/lib.c \
-	shim/reserve.c shim/move.c shim/inflight.c shim/recover.c \
-	shim/rangelock.c shim/prefill.c shim/gap.c shim/space.c shim/commit.c \
-	shim/lifecycle.c shim/wtx.c \
+# Everything below the wrappers, bottom up (DESIGN.md 8, shim/layers): what
+# the command and the unit tests link.  hot.c first: its page
+# (test_fdtable).
+CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c \
+	shim/abi.c shim/mem.c shim/log.c shim/config.c shim/umem.c \
+	shim/extmap.c \
+	shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c \
+	shim/record.c shim/segbase.c shim/segment.c shim/segview.c shim/lib.c \
+	shim/recover.c shim/gap.c shim/rangelock.c shim/commit.c \
+	shim/inflight.c shim/prefill.c shim/publish.c shim/move.c \
+	shim/reserve.c shim/space.c shim/lifecycle.c \
+	shim/wtx.c \
 	shim/fdtable.c shim/fdfork.c shim/serve.c shim/ring.c shim/batch.c \
 	shim/fsync.c shim/grow.c shim/sizes.c shim/io.c shim/aio.c shim/uring.c \
 	shim/uring_files.c shim/fdlife.c shim/resize.c shim/xfer.c shim/proc.c

@@ -14,6 +14,7 @@
 
 #include "abi.h"
 #include "io.h"
+#include "lib.h"
 #include "log.h"
 #include "mem.h"
 #include "real.h"

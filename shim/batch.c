@@ -13,7 +13,10 @@
 #include "batch.h"
 
 #include "inflight.h"
-#include "io.h"
+#include "abi.h"
+#include "fdtable.h"
+#include "guard.h"
+#include "serve.h"
 #include "log.h"
 #include "mem.h"
 #include "reserve.h"

@@ -4,6 +4,8 @@
  * the first wrapper that runs before it); malformed values keep the default
  * and say so in the log, since the application must run as it would without
  * the shim.
+ *
+ * Layer L0: calls only log.c (below it) and libc.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -143,7 +145,7 @@ void config_load(void)
 
 	/* The log first, so that what follows can complain. */
 	if ((v = getenv("DIOSHIM_LOG")) && *v)
-		copy_str(config.log_path, sizeof(config.log_path), v);
+		log_set_path(v);
 	if ((v = getenv("DIOSHIM_DISABLE")) && *v && strcmp(v, "0"))
 		config.disable = true;
 	if ((v = getenv("DIOSHIM_GROUP_COMMIT")) && *v)

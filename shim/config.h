@@ -21,7 +21,6 @@ struct config {
 	uint64_t reserve_max; /* DIOSHIM_RESERVE_MAX: largest chunk */
 	uint32_t fs_mask; /* DIOSHIM_FS: CONFIG_FS_* bits */
 	char shm_dir[256]; /* DIOSHIM_SHM_DIR: where segments live */
-	char log_path[256]; /* DIOSHIM_LOG: "" silent, "stderr", or a file */
 };
 
 enum { CONFIG_PREFILL_AUTO, CONFIG_PREFILL_ON, CONFIG_PREFILL_OFF };

@@ -7,7 +7,9 @@
  */
 #define _GNU_SOURCE
 #include "fsync.h"
-#include "io.h"
+#include "abi.h"
+#include "fdtable.h"
+#include "guard.h"
 
 #include "commit.h"
 #include "config.h"

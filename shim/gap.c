@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Gaps (gap.h): a few ranges per segment, merged when they touch.
+ *
+ * Layer L2, above recover (recover_reopen); calls L1 and L0.
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "gap.h"

@@ -14,7 +14,9 @@
 #define _GNU_SOURCE
 #include "grow.h"
 #include "fsync.h"
-#include "io.h"
+#include "abi.h"
+#include "fdtable.h"
+#include "guard.h"
 
 #include "config.h"
 #include "gap.h"

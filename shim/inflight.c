@@ -20,6 +20,11 @@
  * at the old tail, behind a hole).
  *
  * Lock order: barrier_lock, then (after the drain) ext_lock.
+ *
+ * Layer L2, above commit; calls L1 (segments, owners) and L0.  A
+ * repair of the words after a raiser's death is lifecycle.c's, reached
+ * through segment_hooks (segment_words_repair).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "inflight.h"
@@ -27,10 +32,7 @@
 #include "config.h"
 
 #include "log.h"
-#include "prefill.h"
-#include "recover.h"
-#include "reserve.h"
-#include "shm.h"
+#include "sys.h"
 
 #include <sched.h>
 #include <time.h>
@@ -183,17 +185,6 @@ static struct dioshim_shard *enter(struct shim_file *f, int fd,
 	}
 }
 
-int64_t slot_inflight(struct dioshim_slot *s)
-{
-	int64_t n = 0;
-	int i;
-
-	for (i = 0; i < DIOSHIM_SLOT_SHARDS; i++)
-		n += atomic_load_explicit(&s->shard[i].inflight,
-					  memory_order_seq_cst);
-	return n;
-}
-
 /* The writes (writes) or the calls in flight (!writes) of seg's live
  * processes, summed until they reach enough. */
 static int64_t live_sum(struct dioshim_seg *seg, bool writes, int64_t enough)
@@ -234,14 +225,8 @@ int64_t inflight_count(struct dioshim_seg *seg)
 
 #define FAIR_WAIT_MS 10
 
-static uint64_t ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)(t.tv_sec - t0->tv_sec) * 1000 +
-	       (uint64_t)((t.tv_nsec - t0->tv_nsec) / 1000000);
-}
+/* Milliseconds since t0 (now_ns). */
+#define ms_since(t0) ((now_ns() - (t0)) / 1000000)
 
 /*
  * Wait for every live process's writes to drain.  A process that died
@@ -252,34 +237,31 @@ static uint64_t ms_since(const struct timespec *t0)
 static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 {
 	static const struct timespec nap = { 0, 50000 };
-	uint64_t next_check = 20;
-	struct timespec t0;
+	uint64_t next_check = 20, t0 = now_ns();
 	unsigned spins = 0;
 	int i, hi;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		if (inflight_count(seg) <= 0)
 			return true;
-		if (max_ms && ms_since(&t0) >= max_ms)
+		if (max_ms && ms_since(t0) >= max_ms)
 			return false;
 		if (++spins < 64) {
 			sched_yield();
 			continue;
 		}
 		nanosleep(&nap, NULL);
-		if (ms_since(&t0) < next_check)
+		if (ms_since(t0) < next_check)
 			continue;
 		/* Slow: look for owners that died with writes counted. */
-		next_check = ms_since(&t0) + 100;
+		next_check = ms_since(t0) + 100;
 		hi = seg_slots(seg);
 		for (i = 0; i < hi; i++) {
 			struct dioshim_slot *s = &seg->slot[i];
 			uint64_t o = atomic_load(&s->owner.pid_start);
 
 			if (o && slot_inflight(s) > 0 &&
-			    !owner_alive_in(seg->hint_key, o,
-						   s->owner.pidns) &&
+			    !slot_owner_alive(seg, s, o) &&
 			    slot_free_dead(seg, i, o))
 				log_msg("barrier: skipping writes of dead "
 					"process %llu",
@@ -316,20 +298,12 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	drain(seg);
 	if (!seg_lock(&seg->ext_lock, &recovered))
 		return false;
-	if (!recover_words(seg, fd)) {
+	/* The words from the kernel's size (lifecycle.c, through the
+	 * hooks: recovery and reservation are above us). */
+	if (!segment_words_repair(f, fd)) {
 		seg_unlock(&seg->ext_lock);
 		return false;
 	}
-	reserve_charge(seg);
-	/* A maker that died waiting for its file's lone writers (guests):
-	 * one still announced may have a write of its own in the kernel,
-	 * past the size just read: the file is theirs as it is (exact).
-	 * Nothing was reserved yet. */
-	if (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
-	    guest_present(seg->hint_key, f->dev, f->ino, true))
-		atomic_store(&seg->exact, 1);
-	/* Truncated away, blocks may be holes again. */
-	prefill_forget_all(f);
 	/* Completions of asynchronous writes submitted before now must not
 	 * move the size, as after any size change. */
 	atomic_fetch_add(&seg->epoch, 1);
@@ -378,11 +352,10 @@ static bool barrier_up(struct shim_file *f, int fd, bool size_change)
 	 * up (for at most FAIR_WAIT_NS: a waiter killed while waiting never
 	 * gets in). */
 	if (atomic_load(&seg->barrier_waiters)) {
-		struct timespec t0;
+		uint64_t t0 = now_ns();
 
-		clock_gettime(CLOCK_MONOTONIC, &t0);
 		while (atomic_load(&seg->barrier_waiters) &&
-		       ms_since(&t0) < FAIR_WAIT_MS) {
+		       ms_since(t0) < FAIR_WAIT_MS) {
 			seg_unlock(&seg->barrier_lock);
 			sched_yield();
 			if (!seg_lock(&seg->barrier_lock, &recovered))
@@ -428,19 +401,6 @@ bool barrier_try_raise(struct shim_file *f, unsigned max_ms)
 		return false;
 	}
 	barrier_raised(f, true);
-	return true;
-}
-
-bool barrier_hold_new(struct dioshim_seg *seg)
-{
-	bool recovered;
-
-	if (!seg_lock(&seg->barrier_lock, &recovered))
-		return false;
-	/* Its words wait for the guests' writes: CHANGING, so that its
-	 * maker's death leaves them to be taken from the kernel. */
-	atomic_store_explicit(&seg->barrier, BARRIER_CHANGING,
-			      memory_order_seq_cst);
 	return true;
 }
 

@@ -16,16 +16,6 @@
  * DIOSHIM_SLOT_SHARDS lines round-robin. */
 struct dioshim_shard *inflight_shard(struct shim_file *f);
 
-/*
- * seg->barrier: 0 down; BARRIER_UP while a raiser drains and acts;
- * BARRIER_CHANGING from just before the raiser changes the kernel's size
- * until its words follow.  Whoever takes barrier_lock and finds it
- * CHANGING knows the raiser died half way, and recomputes the words from
- * the kernel's size through its own descriptor of the file.
- */
-#define BARRIER_UP 1u
-#define BARRIER_CHANGING 2u
-
 /* Announce a write; waits while a barrier is up.  NULL if the barrier's
  * lock is unusable (the caller then passes the call through).  fd, a
  * descriptor of the file, lets this caller repair the words after a raiser
@@ -54,11 +44,6 @@ bool barrier_raise_write(struct shim_file *f, int fd);
  * down, if its lock is held or its writes do not drain within max_ms. */
 bool barrier_try_raise(struct shim_file *f, unsigned max_ms);
 void barrier_lower(struct shim_file *f);
-/* A segment being made (attach_lock held, nobody in it): its barrier
- * raised at once (BARRIER_CHANGING: its words are not yet the file's),
- * for its maker to lower (barrier_lower) once they are.  False if the
- * barrier's lock is unusable. */
-bool barrier_hold_new(struct dioshim_seg *seg);
 /* Before a size is read from the words: wait while they are being
  * changed (a raiser between the kernel's size and its words, or a maker
  * waiting for its file's lone writers), repairing them if that raiser
@@ -75,16 +60,6 @@ static inline void barrier_changing(struct shim_file *f)
 
 /* Sum of the in-flight counts of live owners (for tests and the drain). */
 int64_t inflight_count(struct dioshim_seg *seg);
-
-/* The calls of slot s in flight (its shards' counts). */
-int64_t slot_inflight(struct dioshim_slot *s);
-
-/* The writes of slot s in flight: calls, and queued writes whose
- * completion it has not seen. */
-static inline int64_t slot_writes(struct dioshim_slot *s)
-{
-	return (int64_t)atomic_load(&s->async_inflight) + slot_inflight(s);
-}
 
 /*
  * Pay only for parallelism (DESIGN.md 7): a file's writes go to the

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "io.h"
+#include "serve.h"
 #include "grow.h"
 
 #include "async.h"
@@ -135,11 +136,6 @@ static ssize_t real_write_at(const struct io_req *r, uint64_t off)
 		return real_pwritev2(r->fd, &one, 1, (off_t)off, rwf);
 	}
 	return real_pwritev2(r->fd, r->iov, r->iovcnt, (off_t)off, rwf);
-}
-
-static void stat_add(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
 /*
@@ -346,9 +342,9 @@ static ssize_t append_alone(struct ofd *o, struct shim_file *f,
 	ret = real_write_at(r, t.off);
 	*err = errno;
 	if (ret > 0) {
-		stat_add(&sh->writes, 1);
-		stat_add(&sh->bytes, (uint64_t)ret);
-		stat_add(&sh->appends, 1);
+		slot_stat_add(&sh->writes, 1);
+		slot_stat_add(&sh->bytes, (uint64_t)ret);
+		slot_stat_add(&sh->appends, 1);
 	}
 	/* Past the reservation the kernel extended the size: phys is what
 	 * it made. */
@@ -436,11 +432,11 @@ static ssize_t write_claimed(struct ofd *o, struct shim_file *f,
 	rangelock_write_done(f, &rl);
 
 	if (ret > 0) {
-		stat_add(&sh->writes, 1);
-		stat_add(&sh->bytes, (uint64_t)ret);
+		slot_stat_add(&sh->writes, 1);
+		slot_stat_add(&sh->bytes, (uint64_t)ret);
 	}
 	if (append) {
-		stat_add(&sh->appends, 1);
+		slot_stat_add(&sh->appends, 1);
 		/* Should an append before it fail, it is written again
 		 * lower (move.h). */
 		again = (struct again){ f, r };
@@ -454,7 +450,7 @@ static ssize_t write_claimed(struct ofd *o, struct shim_file *f,
 		*err = t->result < 0 ? (int)-t->result : *err;
 	}
 	if (st & WTX_MOVED)
-		stat_add(&sh->extends, 1);
+		slot_stat_add(&sh->extends, 1);
 	if ((flags & O_DSYNC) || (rwf & (RWF_DSYNC | RWF_SYNC)))
 		sync_note(t->f->seg);
 	if (append && !positional)
@@ -759,7 +755,7 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 		if (ret > 0 && pos + (uint64_t)ret > eof) {
 			ret = (ssize_t)(eof - pos);
 			if (f->slot >= 0)
-				stat_add(&inflight_shard(f)->reads_clamped, 1);
+				slot_stat_add(&inflight_shard(f)->reads_clamped, 1);
 			if (!positional)
 				sys_lseek(r->fd, (off_t)eof, SEEK_SET);
 		}

@@ -46,15 +46,6 @@ struct io_req {
 	int rwf; /* IO_PV2 */
 };
 
-/* Whether the file turned exact since the caller decided to serve it (a
- * segment's maker that waited for its lone writers in vain, a guest): its
- * words are not the file's any more, the kernel's size is.  Read after
- * barrier_settle, which waits out such a maker. */
-static inline bool words_stale(struct dioshim_seg *seg)
-{
-	return atomic_load_explicit(&seg->exact, memory_order_acquire);
-}
-
 /* reentrant: called from a signal handler that interrupted this thread
  * inside the shim — take no lock and wait for nothing. */
 ssize_t io_write(struct ofd *o, const struct io_req *r, bool reentrant);
@@ -73,16 +64,5 @@ int io_open(int dirfd, const char *path, int flags, mode_t mode);
 /* fd was opened by a stream (fopen, freopen), out of the shim's sight:
  * a record a crash left on its file is recovered, as at an open. */
 void io_stream_opened(int fd);
-
-/* serve.c, for the asynchronous submitters (batch.c, aio.c, uring.c)
- * and io_write_guest: the ofd whose rules apply to fd (NULL: pass
- * through), called with io_busy set; lib.c: whether wrappers act at all
- * right now. */
-struct ofd *shim_served(int fd);
-bool shim_active(void);
-/* Whether this call came while this thread runs the shim's own code (a
- * signal handler's, or a library's call back into its own wrapped
- * functions): it may take none of the shim's locks. */
-bool shim_nested(void);
 
 #endif

@@ -8,6 +8,11 @@
  * membership layer knows nothing of reservations, prefill or the extent
  * lock table.  Registered at load, in every program that links the
  * mechanisms: the library, the command and the unit tests.
+ *
+ * Layer L2, its top: may call every mechanism of L2, L1 and L0; the
+ * segment layer calls it only through the hooks registered here.
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "segment.h"
@@ -20,6 +25,7 @@
 #include "rangelock.h"
 #include "recover.h"
 #include "reserve.h"
+#include "space.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -34,18 +40,53 @@ static void made(struct dioshim_seg *seg, const struct file_id *id)
 }
 
 /*
+ * The words from the kernel's size: phys from it, eof and tail inside it
+ * (or at the end of data written past eof), the record made to match,
+ * the budget charged for what is reserved then.  The one routine for a
+ * segment whose words cannot be trusted: a first user's after a failed
+ * recovery, and a barrier's after a size change cut short.
+ */
+static bool words_from_kernel(struct dioshim_seg *seg, int fd)
+{
+	if (!recover_words(seg, fd))
+		return false;
+	reserve_charge(seg);
+	return true;
+}
+
+/*
  * First live user of a segment whose previous users all died: the words
  * may be behind the kernel (a writer killed between fallocate and storing
  * phys), so phys is re-read and the rest pulled inside it.
  */
 static bool seg_resync(struct dioshim_seg *seg, int fd)
 {
-	/* phys from the kernel's size, eof and tail inside it (or at the
-	 * end of data written past eof), the record made to match. */
-	if (!recover_words(seg, fd))
+	if (!words_from_kernel(seg, fd))
 		return false;
-	reserve_charge(seg);
 	atomic_store(&seg->barrier, 0);
+	return true;
+}
+
+/*
+ * A raiser died between changing the kernel's size and moving the words
+ * (inflight.c barrier_repair, which holds barrier_lock and ext_lock, and
+ * drained the writers): the words from the kernel's size.
+ */
+static bool words_repair(struct shim_file *f, int fd)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	if (!words_from_kernel(seg, fd))
+		return false;
+	/* A maker that died waiting for its file's lone writers (guests):
+	 * one still announced may have a write of its own in the kernel,
+	 * past the size just read: the file is theirs as it is (exact).
+	 * Nothing was reserved yet. */
+	if (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
+	    guest_present(seg->hint_key, f->dev, f->ino, true))
+		atomic_store(&seg->exact, 1);
+	/* Truncated away, blocks may be holes again. */
+	prefill_forget_all(f);
 	return true;
 }
 
@@ -284,6 +325,9 @@ static const struct segment_hooks lifecycle_hooks = {
 	.image_gone = rangelock_release_self,
 	.guest_in = guest_in,
 	.guests_wait = guests_wait,
+	.words_repair = words_repair,
+	.moved = reserve_after_move,
+	.budget_recount = space_recount,
 };
 
 __attribute__((constructor)) static void lifecycle_register(void)

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The log.  Lines go out through raw syscalls, so logging works before the
+ * The log (L0: calls only the kernel, through raw syscalls; it keeps its
+ * own destination, set by config_load, so that it depends on nothing).
+ * Lines go out through raw syscalls, so logging works before the
  * real symbols are resolved and can never re-enter a wrapper; the file is
  * opened per line because programs that close every fd (closefrom) would
  * close a descriptor kept open for us.
  */
 #define _GNU_SOURCE
 #include "log.h"
-
-#include "config.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -19,9 +19,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* DIOSHIM_LOG: "" silent, "stderr", or a file. */
+static char log_path[256];
+
+void log_set_path(const char *path)
+{
+	size_t n = strlen(path);
+
+	if (n >= sizeof(log_path))
+		n = sizeof(log_path) - 1;
+	memcpy(log_path, path, n);
+	log_path[n] = '\0';
+}
+
 bool log_enabled(void)
 {
-	return config.log_path[0] != '\0';
+	return log_path[0] != '\0';
 }
 
 void log_msg(const char *fmt, ...)
@@ -40,10 +53,10 @@ void log_msg(const char *fmt, ...)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 
-	if (!strcmp(config.log_path, "stderr")) {
+	if (!strcmp(log_path, "stderr")) {
 		sys_call(SYS_write, 2, line, (size_t)n);
 	} else {
-		fd = (int)sys_call(SYS_openat, AT_FDCWD, config.log_path,
+		fd = (int)sys_call(SYS_openat, AT_FDCWD, log_path,
 				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 				  0644);
 		if (fd >= 0) {

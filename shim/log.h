@@ -10,6 +10,8 @@
 void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 bool log_enabled(void);
+/* Where the lines go (DIOSHIM_LOG): "stderr" or a file; "" silences. */
+void log_set_path(const char *path);
 
 /* Log a line once per call site for the life of the process. */
 #define log_once(...)                                                      \

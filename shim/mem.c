@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: MIT
+/*
+ * Memory for the shim's own objects, from mmap'd arenas (mem.h says why
+ * not malloc).  Layer L0: calls only the kernel (mmap) and libc.
+ */
 #define _GNU_SOURCE
 #include "mem.h"
 #include "sys.h"

@@ -27,6 +27,11 @@
  *    append's range is passed over outside a move (zeros); waiters
  *    lower down are left past by it (their appends fail).  The lowest
  *    waiter acts first: the wait grows with the distance to eof.
+ *
+ * Layer L2, above publish (eof_publish_at, eof_wake, publish_blocked)
+ * and prefill; the record after a move is reserve.c's, reached through
+ * segment_hooks (segment_moved).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "move.h"
@@ -35,7 +40,6 @@
 #include "log.h"
 #include "owner.h"
 #include "prefill.h"
-#include "reserve.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -173,7 +177,7 @@ static void finish_close(struct shim_file *f, int fd)
 			 (unsigned long long)(end - to));
 	/* The appends moved may have extended the kernel's size (exact
 	 * ones): the reserved tail past eof needs its record. */
-	reserve_after_move(f, fd);
+	segment_moved(f, fd);
 }
 
 /* eof reached the new end: close the move, if we are the one. */

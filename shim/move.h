@@ -24,32 +24,11 @@
 #ifndef DIOSHIM_MOVE_H
 #define DIOSHIM_MOVE_H
 
+#include "publish.h"
 #include "segment.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-enum {
-	MOVE_IDLE = 0,
-	MOVE_STARTING, /* the tail closed, the move being set up */
-	MOVE_ACTIVE,
-	MOVE_CLOSING, /* every append published: being closed */
-};
-
-/* A tail word without the closed bit. */
-static inline uint64_t tail_of(uint64_t t)
-{
-	return t & ~DIOSHIM_TAIL_CLOSED;
-}
-
-/* Whether an append claimed at off (before the move) takes part in the
- * move under way. */
-static inline bool move_covers(struct dioshim_seg *seg, uint64_t off)
-{
-	return atomic_load_explicit(&seg->move.state, memory_order_acquire) ==
-		       MOVE_ACTIVE &&
-	       off < atomic_load_explicit(&seg->move.end, memory_order_acquire);
-}
 
 /*
  * An append [off, end), called through fd, whose kernel write failed (or

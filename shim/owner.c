@@ -3,12 +3,16 @@
  * Who owns a slot or a lock: the identity every shared object records
  * (pid, start time, pid namespace and lifeline token), whether that owner
  * still lives, and the robust process-shared locks of a segment.
+ *
+ * Layer L1 (shared state), above the shared files and the lifelines
+ * (an owner from another pid namespace is judged by its lifeline,
+ * lifeline_held); calls only them and L0.
  */
 #define _GNU_SOURCE
 #include "owner.h"
 
 #include "log.h"
-#include "shm.h"
+#include "lifeline.h"
 #include "sys.h"
 
 #include <errno.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Who owns a slot or a lock, whether it lives, and the robust locks of a
- * segment.
+ * segment.  Layer L1 (shared state), above the lifelines (shm.h): an
+ * owner from another pid namespace is judged by its lifeline.
  */
 #ifndef DIOSHIM_OWNER_H
 #define DIOSHIM_OWNER_H
@@ -18,6 +19,11 @@ struct owner_id {
 	uint64_t pidns; /* namespace inode | lifeline token << 32 */
 };
 const struct owner_id *owner_self(void);
+/* This image's lifeline token (lifeline_register). */
+static inline uint32_t owner_token(void)
+{
+	return (uint32_t)(owner_self()->pidns >> 32);
+}
 /* Recompute after fork (the child is a new process, with a new token). */
 void owner_refresh(void);
 
@@ -27,6 +33,13 @@ void owner_refresh(void);
 #define LIFELINE_NONE UINT64_MAX
 bool owner_alive_in(uint64_t key, uint64_t pid_start, uint64_t pidns);
 bool owner_alive(uint64_t pid_start, uint64_t pidns);
+/* Whether o, the owner word just read from slot s of seg, names a live
+ * process (0, a free slot, names none). */
+static inline bool slot_owner_alive(const struct dioshim_seg *seg,
+				    const struct dioshim_slot *s, uint64_t o)
+{
+	return o && owner_alive_in(seg->hint_key, o, s->owner.pidns);
+}
 
 /* The same process (pid, start time, namespace), whatever its image. */
 bool owner_is_self(const struct dioshim_owner *o);

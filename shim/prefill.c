@@ -20,6 +20,10 @@
  * only marked.
  *
  * Lock order: ext_lock only to grow the chunk, never around the fallocate.
+ *
+ * Layer L2, above inflight (inflight_engaged); calls L1 and L0 (extmap).
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "prefill.h"

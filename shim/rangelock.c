@@ -45,6 +45,10 @@
  *
  * Lock order: stripes are taken after the in-flight count and before
  * ext_lock (the reservation), and held across the kernel's write.
+ *
+ * Layer L2, above gap; calls only L1 (owners, segment slots and lazy
+ * pages) and L0.  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "rangelock.h"

@@ -15,6 +15,10 @@
  * Data is found from the extent map (FIEMAP), never from SEEK_DATA over a
  * page cache that a reader outside the shim may have filled with zeros
  * over the reserved, unwritten blocks.
+ *
+ * Layer L2, its bottom: calls L1 (the record, segments) and L0 (extmap,
+ * log, sys).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "recover.h"
@@ -31,44 +35,6 @@
 #include <string.h>
 
 struct recover_report recover_last;
-
-bool record_write(int fd, uint64_t eof, uint64_t phys)
-{
-	char v[64];
-	int n = snprintf(v, sizeof(v), "v1 %" PRIu64 " %" PRIu64, eof, phys);
-
-	return SYS_TRY(sys_call(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v,
-			       (size_t)n, 0)) == 0;
-}
-
-bool record_read(int fd, uint64_t *eof, uint64_t *phys)
-{
-	char v[64];
-	long n = SYS_TRY(sys_call(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
-				 sizeof(v) - 1));
-
-	if (n <= 0)
-		return false;
-	v[n] = '\0';
-	if (sscanf(v, "v1 %" SCNu64 " %" SCNu64, eof, phys) != 2 ||
-	    *eof > *phys || *phys > (uint64_t)INT64_MAX) {
-		log_msg("ignoring a malformed %s record", DIOSHIM_XATTR_EOF);
-		errno = EINVAL;
-		return false;
-	}
-	return true;
-}
-
-bool record_present(int fd)
-{
-	return sys_has_xattr(fd, DIOSHIM_XATTR_EOF);
-}
-
-bool record_remove(int fd)
-{
-	return SYS_TRY(sys_call(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF)) == 0 ||
-	       errno == ENODATA;
-}
 
 void recover_drop_cache(int fd, uint64_t from, uint64_t to)
 {

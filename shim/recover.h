@@ -14,15 +14,10 @@
 #ifndef DIOSHIM_RECOVER_H
 #define DIOSHIM_RECOVER_H
 
+#include "record.h"
+
 #include <stdbool.h>
 #include <stdint.h>
-
-/* Write, read, remove the record (raw syscalls; errno on failure). */
-bool record_write(int fd, uint64_t eof, uint64_t phys);
-bool record_read(int fd, uint64_t *eof, uint64_t *phys);
-bool record_remove(int fd);
-/* Whether fd's file carries a record (one system call, nothing read). */
-bool record_present(int fd);
 
 /* Drop clean cached pages of [from, to) (for the SEEK_DATA fallback of
  * recover_data_end, where cached zeros would count as data). */

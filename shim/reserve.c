@@ -12,6 +12,11 @@
  * application issued it, under ext_lock so phys stays the kernel's size.
  *
  * Lock order: ext_lock is the innermost segment lock.
+ *
+ * Layer L2, above move (move_wait), publish, prefill, inflight, gap and
+ * recover; a recount of the budget is space.c's, reached through
+ * segment_hooks (segment_budget_recount).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "reserve.h"
@@ -23,7 +28,6 @@
 #include "move.h"
 #include "prefill.h"
 #include "recover.h"
-#include "space.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -109,11 +113,6 @@ static uint64_t budget_others(struct dioshim_seg *seg)
 	return all > seg->budget_charged ? all - seg->budget_charged : 0;
 }
 
-static void stat_add(_Atomic uint64_t *c)
-{
-	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
 /*
  * A reservation's fallocate failed (ENOSPC, EIO): ext4 keeps what it
  * managed to allocate, and the size with it.  Both are given back, so
@@ -162,29 +161,12 @@ static uint64_t record_eof(struct dioshim_seg *seg)
 	return eof;
 }
 
-/*
- * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
- * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
- * must go to the kernel as issued.
- */
-static enum reserve_result reserve_locked(struct shim_file *f, int fd,
-					  uint64_t off, uint64_t end,
-					  bool recovered)
+/* Re-read the kernel's size, which a writer outside the shim (or one
+ * that died mid-extension) may have moved; the slow path's phys. */
+static uint64_t phys_resync(struct dioshim_seg *seg, int fd, uint64_t phys)
 {
-	struct dioshim_seg *seg = f->seg;
-	struct rlimit rl;
-	struct statfs sfs;
 	struct stat st;
-	uint64_t phys, eof, start, chunk, new_phys, now;
 
-	phys = atomic_load(&seg->phys);
-	if (end <= phys && !recovered)
-		return RESERVE_OK;
-	/* One writer: the kernel extends the file, as it would alone. */
-	if (!recovered && !inflight_engaged(f))
-		goto exact;
-	/* Slow path: re-read the kernel's size, which a writer outside the
-	 * shim (or one that died mid-extension) may have moved. */
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
 		log_once("size moved outside the shim (%llu, expected %llu)",
 			 (unsigned long long)st.st_size,
@@ -194,17 +176,18 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		/* Whatever moved it may have written there. */
 		touched_raise(seg, phys);
 	}
-	if (end <= phys)
-		return RESERVE_OK;
-	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
-		goto exact;
+	return phys;
+}
 
-	now = now_ns();
-	/* The kernel refused one a moment ago: writes go as issued for a
-	 * while, rather than each pay a refused fallocate and two records. */
-	if (seg->reserve_failed_ns &&
-	    now - seg->reserve_failed_ns < RESERVE_RETRY_NS)
-		goto exact;
+/* The chunk to reserve past a write that ends at end: the policy's
+ * (reserve_chunk_next), cut to what the disk budget leaves this file, in
+ * whole blocks.  Less than a block: none, the kernel extends. */
+static uint64_t chunk_for(struct dioshim_seg *seg, int fd, uint64_t phys,
+			  uint64_t end, uint64_t now)
+{
+	struct statfs sfs;
+	uint64_t chunk;
+
 	if (seg->last_reserve_ns)
 		chunk = reserve_chunk_next(seg->chunk ? seg->chunk
 						      : config.reserve,
@@ -230,7 +213,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 		if (room < held + chunk &&
 		    reserve_room(avail, total, 0, seg_blksize(seg)) >
 			    (room > held ? room : held)) {
-			space_recount(seg->hint_key, seg->dev);
+			segment_budget_recount(seg->hint_key, seg->dev);
 			others = budget_others(seg);
 			room = reserve_room(avail, total, others,
 					    seg_blksize(seg));
@@ -241,65 +224,132 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 				    : 0;
 		chunk = chunk / seg_blksize(seg) * seg_blksize(seg);
 	}
-	/* No room left in the budget: the kernel extends. */
-	if (chunk < seg_blksize(seg))
-		goto exact;
+	return chunk;
+}
 
-	/* A write far past the end leaves the gap a hole: reserve from the
-	 * write's block, not from phys, and a chunk past the write, so that
-	 * the writes that follow it find their blocks too. */
-	start = off / seg_blksize(seg) * seg_blksize(seg);
-	if (start < phys)
-		start = phys;
+/*
+ * Where a reservation of chunk past a write [off, end) ends, and from
+ * where (*start) it allocates: a write far past the end leaves the gap a
+ * hole, so it starts at the write's block, not at phys, and reaches a
+ * chunk past the write, so that the writes that follow it find their
+ * blocks too.  0 when the write itself passes RLIMIT_FSIZE.
+ */
+static uint64_t reserve_target(struct dioshim_seg *seg, uint64_t off,
+			       uint64_t end, uint64_t phys, uint64_t chunk,
+			       uint64_t *start)
+{
+	struct rlimit rl;
+	uint64_t new_phys;
+
+	*start = off / seg_blksize(seg) * seg_blksize(seg);
+	if (*start < phys)
+		*start = phys;
 	new_phys = round_up((end > phys ? end : phys) + chunk, seg_blksize(seg));
 	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		/* Past the limit the kernel sends SIGXFSZ: only the
 		 * application's own write may do that. */
 		if (end > rl.rlim_cur)
-			goto exact;
+			return 0;
 		if (new_phys > rl.rlim_cur)
 			new_phys = rl.rlim_cur;
 	}
-	/* The record goes first, so the journal commits it no later than the
-	 * size it describes; no record, no reservation: a crash could leave
-	 * a tail that recovery would not know to cut. */
-	eof = record_eof(seg);
-	if (!record_write(fd, eof, new_phys)) {
-		if (errno == EOPNOTSUPP || errno == ENOTSUP) {
-			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-			log_msg("no user xattrs here: extending writes of this "
-				"file go to the kernel as issued");
-		} else {
-			log_once("cannot record eof (%s): writing exactly",
-				 strerror(errno));
-		}
-		goto exact;
-	}
-	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
-		int err = errno;
+	return new_phys;
+}
 
-		phys = undo_failed_reserve(f, fd, phys);
-		/* Put the record back to the truth: the old reservation (or
-		 * none), the words saying what the file says, lest the last
-		 * user take a record for none and leave it. */
-		if (phys > atomic_load(&seg->eof) && record_write(fd, eof, phys)) {
-			atomic_store(&seg->recorded_eof, eof);
-			atomic_store(&seg->recorded_phys, phys);
-		} else if (record_remove(fd)) {
-			atomic_store(&seg->recorded_eof, 0);
-			atomic_store(&seg->recorded_phys, 0);
-		}
-		seg->reserve_failed_ns = now;
-		if (err == EOPNOTSUPP) {
-			atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-			log_msg("fallocate unsupported: extending writes of "
-				"this file go to the kernel as issued");
-		} else {
-			log_once("reservation of %llu bytes failed (%s): "
-				 "writing exactly",
-				 (unsigned long long)(new_phys - start),
-				 strerror(err));
-		}
+/* The record of a reservation up to new_phys, written before it, so the
+ * journal commits it no later than the size it describes; no record, no
+ * reservation (false): a crash could leave a tail that recovery would
+ * not know to cut. */
+static bool record_ahead(struct dioshim_seg *seg, int fd, uint64_t eof,
+			 uint64_t new_phys)
+{
+	if (record_write(fd, eof, new_phys))
+		return true;
+	if (errno == EOPNOTSUPP || errno == ENOTSUP) {
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+		log_msg("no user xattrs here: extending writes of this "
+			"file go to the kernel as issued");
+	} else {
+		log_once("cannot record eof (%s): writing exactly",
+			 strerror(errno));
+	}
+	return false;
+}
+
+/* The fallocate of len bytes failed with err: the file and its record
+ * put back as they were, no reservation tried for a while. */
+static void reserve_failed(struct shim_file *f, int fd, uint64_t phys,
+			   uint64_t eof, uint64_t now, int err, uint64_t len)
+{
+	struct dioshim_seg *seg = f->seg;
+
+	phys = undo_failed_reserve(f, fd, phys);
+	/* Put the record back to the truth: the old reservation (or
+	 * none), the words saying what the file says, lest the last
+	 * user take a record for none and leave it. */
+	if (phys > atomic_load(&seg->eof) && record_write(fd, eof, phys)) {
+		atomic_store(&seg->recorded_eof, eof);
+		atomic_store(&seg->recorded_phys, phys);
+	} else if (record_remove(fd)) {
+		atomic_store(&seg->recorded_eof, 0);
+		atomic_store(&seg->recorded_phys, 0);
+	}
+	seg->reserve_failed_ns = now;
+	if (err == EOPNOTSUPP) {
+		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+		log_msg("fallocate unsupported: extending writes of "
+			"this file go to the kernel as issued");
+	} else {
+		log_once("reservation of %llu bytes failed (%s): "
+			 "writing exactly",
+			 (unsigned long long)len, strerror(err));
+	}
+}
+
+/*
+ * The reservation proper; ext_lock held, and kept on return.  RESERVE_OK:
+ * phys >= end now.  RESERVE_EXACT: no reservation can be made, the write
+ * must go to the kernel as issued.  The steps: the kernel's size, the
+ * chunk (policy and budget), the range (RLIMIT_FSIZE), the record, the
+ * fallocate, the words.
+ */
+static enum reserve_result reserve_locked(struct shim_file *f, int fd,
+					  uint64_t off, uint64_t end,
+					  bool recovered)
+{
+	struct dioshim_seg *seg = f->seg;
+	uint64_t phys, eof, start, chunk, new_phys, now;
+
+	phys = atomic_load(&seg->phys);
+	if (end <= phys && !recovered)
+		return RESERVE_OK;
+	/* One writer: the kernel extends the file, as it would alone. */
+	if (!recovered && !inflight_engaged(f))
+		goto exact;
+	phys = phys_resync(seg, fd, phys);
+	if (end <= phys)
+		return RESERVE_OK;
+	if (atomic_load(&seg->flags) & DIOSHIM_SEGF_NO_RESERVE)
+		goto exact;
+
+	now = now_ns();
+	/* The kernel refused one a moment ago: writes go as issued for a
+	 * while, rather than each pay a refused fallocate and two records. */
+	if (seg->reserve_failed_ns &&
+	    now - seg->reserve_failed_ns < RESERVE_RETRY_NS)
+		goto exact;
+	chunk = chunk_for(seg, fd, phys, end, now);
+	/* No room left in the budget: the kernel extends. */
+	if (chunk < seg_blksize(seg))
+		goto exact;
+	new_phys = reserve_target(seg, off, end, phys, chunk, &start);
+	if (!new_phys)
+		goto exact;
+	eof = record_eof(seg);
+	if (!record_ahead(seg, fd, eof, new_phys))
+		goto exact;
+	if (sys_fallocate(fd, 0, (off_t)start, (off_t)(new_phys - start))) {
+		reserve_failed(f, fd, phys, eof, now, errno, new_phys - start);
 		goto exact;
 	}
 	prefill_note_allocated(f, start, new_phys);
@@ -312,11 +362,11 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	seg->last_reserve_ns = now;
 	seg->last_reserve_phys = phys;
 	if (f->slot >= 0)
-		stat_add(&seg->slot[f->slot].reserves);
+		slot_stat_add(&seg->slot[f->slot].reserves, 1);
 	return RESERVE_OK;
 exact:
 	if (f->slot >= 0)
-		stat_add(&seg->slot[f->slot].exact);
+		slot_stat_add(&seg->slot[f->slot].exact, 1);
 	return RESERVE_EXACT;
 }
 
@@ -654,301 +704,4 @@ void reserve_resync(struct shim_file *f, int fd)
 	/* Nothing reserved: every block past the size is new. */
 	atomic_store(&seg->touched, (uint64_t)st.st_size);
 	reserve_charge(f->seg);
-}
-
-/*
- * eof = end for an append that wrote [off, end), once every append before
- * it is done.  The kernel runs O_APPEND writes one at a time, so the size
- * a reader sees never covers an append still in flight; appends that run
- * in parallel must publish in the order of their offsets for that to stay
- * true.  An append done before its predecessors leaves its range in the
- * done ring; whichever append brings eof to that range's start carries
- * eof on to its end, so a run of early finishers is published at once,
- * with one wake-up, by the last of their predecessors.  Each still waits
- * until eof covers its own range before it returns: a write the caller
- * has seen succeed is in the size it sees next — however slow the write
- * before it.  Only an appender killed between claiming and publishing
- * holds the others back for good: every APPEND_WAIT_NS a waiter looks for
- * a dead process with writes still counted in flight, or, when that trace
- * is gone too (a new process took the dead one's slot), for the absence
- * of any live writer that is not itself waiting here; only then does it
- * publish past (the range claimed reads as zeros, the one trace of it).
- * A live writer that makes no progress at all for APPEND_GIVE_UP_NS is
- * the last resort: stopped (SIGSTOP), or the queued append of another
- * process that never reaps it (only the submitter reads its ring), which
- * the kernel alone would have finished regardless.  Past it the size may
- * cover that append's range before its completion is seen; without it,
- * every appender of the file would hang for as long.
- */
-
-void (*publish_poll)(void);
-#define DONE_FILLING UINT64_MAX /* a done entry being filled in */
-
-/* eof from at or past off on to end; false if eof is still below off. */
-static bool advance_from(struct dioshim_seg *seg, uint64_t off, uint64_t end)
-{
-	uint64_t e = atomic_load_explicit(&seg->eof, memory_order_acquire);
-
-	while (e >= off) {
-		if (e >= end)
-			return true;
-		if (atomic_compare_exchange_weak_explicit(
-			    &seg->eof, &e, end, memory_order_release,
-			    memory_order_acquire))
-			return true;
-	}
-	return false;
-}
-
-/* Carry eof over every done range it has reached; wake the waiters. */
-static void drain_done(struct dioshim_seg *seg)
-{
-	bool moved = true;
-	int i;
-
-	while (moved) {
-		uint64_t e = atomic_load_explicit(&seg->eof,
-						  memory_order_acquire);
-
-		moved = false;
-		for (i = 0; i < DIOSHIM_DONE_RING; i++) {
-			struct dioshim_done *d = &seg->done[i];
-			uint64_t end = atomic_load_explicit(
-				&d->end, memory_order_acquire);
-			uint64_t off;
-
-			if (!end || end == DONE_FILLING)
-				continue;
-			off = atomic_load_explicit(&d->off,
-						   memory_order_relaxed);
-			if (off > e)
-				continue;
-			/* Take it (its owner may be taking it back), carry
-			 * eof over it and wake its owner alone. */
-			if (!atomic_compare_exchange_strong(&d->end, &end, 0))
-				continue;
-			advance_from(seg, off, end);
-			atomic_store(&d->wake, 1);
-			sys_call(SYS_futex, &d->wake, FUTEX_WAKE, 1, NULL, NULL,
-				0);
-			moved = true;
-		}
-	}
-	if (atomic_load(&seg->publish_waiters)) {
-		atomic_fetch_add(&seg->publish_seq, 1);
-		sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX,
-			NULL, NULL, 0);
-	}
-}
-
-/* Leave [off, end) in the done ring for whoever gets eof to off; NULL
- * when the ring is full. */
-static struct dioshim_done *done_put(struct dioshim_seg *seg, uint64_t off,
-				     uint64_t end)
-{
-	int i;
-
-	for (i = 0; i < DIOSHIM_DONE_RING; i++) {
-		struct dioshim_done *d = &seg->done[i];
-		uint64_t free_end = 0;
-
-		if (atomic_load_explicit(&d->end, memory_order_relaxed) ||
-		    !atomic_compare_exchange_strong(&d->end, &free_end,
-						    DONE_FILLING))
-			continue;
-		/* Ours: fill it, then let takers see it (they read off
-		 * after end, and skip an entry being filled). */
-		atomic_store(&d->wake, 0);
-		atomic_store_explicit(&d->off, off, memory_order_relaxed);
-		atomic_store_explicit(&d->end, end, memory_order_release);
-		return d;
-	}
-	return NULL;
-}
-
-/* Whether a process that died (or whose slot was freed as dead) still
- * has writes counted in flight: the only writers that never publish. */
-static bool dead_writer_in_flight(struct dioshim_seg *seg)
-{
-	int i, n = seg_slots(seg);
-
-	for (i = 0; i < n; i++) {
-		struct dioshim_slot *s = &seg->slot[i];
-		uint64_t o = atomic_load(&s->owner.pid_start);
-
-		if (slot_writes(s) > 0 &&
-		    (!o || !owner_alive_in(seg->hint_key, o, s->owner.pidns)))
-			return true;
-	}
-	return false;
-}
-
-static uint64_t ns_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)(t.tv_sec - t0->tv_sec) * 1000000000ull +
-	       (uint64_t)t.tv_nsec - (uint64_t)t0->tv_nsec;
-}
-
-/* Whether a live process has a write in flight that is not an append
- * waiting here: one that may yet publish what holds the waiters back. */
-static bool live_writer_working(struct dioshim_seg *seg)
-{
-	int i, n = seg_slots(seg);
-
-	for (i = 0; i < n; i++) {
-		struct dioshim_slot *s = &seg->slot[i];
-		uint64_t o = atomic_load(&s->owner.pid_start);
-
-		if (slot_writes(s) >
-			    (int64_t)atomic_load(&s->publish_waiting) &&
-		    o && owner_alive_in(seg->hint_key, o, s->owner.pidns))
-			return true;
-	}
-	return false;
-}
-
-/* Waited APPEND_WAIT_NS more: whether to stop waiting (the writer that
- * holds us back is gone, or APPEND_GIVE_UP_NS in all); the clock starts
- * over. */
-static bool stalled(struct dioshim_seg *seg, struct timespec *t0,
-		    uint64_t *waited)
-{
-	*waited += ns_since(t0);
-	clock_gettime(CLOCK_MONOTONIC, t0);
-	return dead_writer_in_flight(seg) || !live_writer_working(seg) ||
-	       *waited > APPEND_GIVE_UP_NS;
-}
-
-bool eof_publish_at(struct dioshim_seg *seg, uint64_t off, uint64_t end)
-{
-	bool moved = advance_from(seg, off, end);
-
-	drain_done(seg);
-	return moved;
-}
-
-void eof_wake(struct dioshim_seg *seg)
-{
-	atomic_fetch_add(&seg->publish_seq, 1);
-	sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX, NULL,
-		NULL, 0);
-}
-
-bool publish_blocked(struct dioshim_seg *seg)
-{
-	return dead_writer_in_flight(seg) || !live_writer_working(seg);
-}
-
-int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
-			 uint64_t end)
-{
-	struct timespec t0, slice = { 0, 10000000 };
-	struct dioshim_done *mine = NULL;
-	uint64_t before = atomic_load(&seg->eof), waited = 0;
-	_Atomic uint64_t *waiting =
-		slot >= 0 ? &seg->slot[slot].publish_waiting : NULL;
-	uint32_t seq;
-
-	if (advance_from(seg, off, end)) {
-		drain_done(seg);
-		return end > before;
-	}
-	if (waiting)
-		atomic_fetch_add(waiting, 1);
-	/* Not next: leave the range for whoever gets eof to off. */
-	mine = done_put(seg, off, end);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		seq = atomic_load(&seg->publish_seq);
-		if (atomic_load_explicit(&seg->eof, memory_order_acquire) >=
-		    end)
-			break;
-		/* An append below failed and the appends move (move.h):
-		 * this one publishes lower, through the move, its range
-		 * taken back (eof has not reached it: a void holds it). */
-		if (move_covers(seg, off)) {
-			uint64_t want = end;
-
-			if (!mine || atomic_compare_exchange_strong(
-					     &mine->end, &want, 0)) {
-				if (waiting)
-					atomic_fetch_sub(waiting, 1);
-				return PUBLISH_MOVE;
-			}
-		}
-		/* eof reached off and nobody carried it on: our own range,
-		 * if we can take it back, or if it never got in the ring. */
-		if (atomic_load(&seg->eof) >= off) {
-			uint64_t want = end;
-
-			if (!mine || atomic_compare_exchange_strong(
-					     &mine->end, &want, 0)) {
-				advance_from(seg, off, end);
-				drain_done(seg);
-				break;
-			}
-			continue; /* a helper is carrying it */
-		}
-		if (ns_since(&t0) > APPEND_WAIT_NS &&
-		    stalled(seg, &t0, &waited)) {
-			uint64_t want = end;
-
-			log_msg("append at %llu: an earlier append's writer "
-				"died; publishing past it",
-				(unsigned long long)off);
-			if (mine)
-				atomic_compare_exchange_strong(&mine->end,
-							       &want, 0);
-			eof_advance(seg, end);
-			drain_done(seg);
-			break;
-		}
-		/* A write ahead of ours may be a queued one of this
-		 * process, done but not yet reaped: its completion is read
-		 * here, not waited for from the application. */
-		if (publish_poll)
-			publish_poll();
-		if (mine) {
-			/* Woken by whoever takes our range. */
-			if (atomic_load(&seg->eof) < end &&
-			    !atomic_load(&mine->wake))
-				sys_call(SYS_futex, &mine->wake, FUTEX_WAIT, 0,
-					&slice, NULL, 0);
-			continue;
-		}
-		atomic_fetch_add(&seg->publish_waiters, 1);
-		if (atomic_load(&seg->eof) < end &&
-		    atomic_load(&seg->publish_seq) == seq)
-			sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
-				&slice, NULL, 0);
-		atomic_fetch_sub(&seg->publish_waiters, 1);
-	}
-	if (waiting)
-		atomic_fetch_sub(waiting, 1);
-	return end > before;
-}
-
-bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end)
-{
-	struct dioshim_done *d;
-	uint64_t want = end;
-
-	if (advance_from(seg, off, end)) {
-		drain_done(seg);
-		return true;
-	}
-	d = done_put(seg, off, end);
-	if (!d)
-		return false;
-	/* eof may have reached off before the range was in the ring: then
-	 * nobody would carry it, unless we take it back ourselves. */
-	if (atomic_load(&seg->eof) >= off &&
-	    atomic_compare_exchange_strong(&d->end, &want, 0)) {
-		advance_from(seg, off, end);
-		drain_done(seg);
-	}
-	return true;
 }

@@ -9,6 +9,7 @@
 #ifndef DIOSHIM_RESERVE_H
 #define DIOSHIM_RESERVE_H
 
+#include "publish.h"
 #include "segment.h"
 
 #include <stdbool.h>
@@ -159,51 +160,6 @@ uint64_t reserve_room(uint64_t avail, uint64_t total, uint64_t others,
  * ext_lock held, or nobody writing. */
 void reserve_charge(struct dioshim_seg *seg);
 
-/*
- * eof = max(eof, end): an unlocked check first, a CAS only when the write
- * extends — a write inside the file dirties no shared line.
- */
-static inline bool eof_advance(struct dioshim_seg *seg, uint64_t end)
-{
-	uint64_t cur = atomic_load_explicit(&seg->eof, memory_order_relaxed);
-
-	while (end > cur) {
-		if (atomic_compare_exchange_weak_explicit(
-			    &seg->eof, &cur, end, memory_order_release,
-			    memory_order_relaxed))
-			return true;
-	}
-	return false;
-}
-
-/*
- * eof = end for an append that wrote [off, end) (the range it claimed
- * from the tail), once every append before it is done: a size never
- * covers an append still in flight.  Returns when eof covers [off, end):
- * 1 if this call moved eof, 0 if not; PUBLISH_MOVE if the appends of
- * the file move meanwhile (move.h): its range was taken back, not
- * published.  slot: the caller's (-1: none), where it
- * is counted as waiting, not working, while it waits.
- */
-#define PUBLISH_MOVE (-1) /* a move took it (move.h): publish there */
-int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
-			 uint64_t end);
-
-/* eof from off (reached) on to end, and over the done ranges it meets;
- * true if it moved. */
-bool eof_publish_at(struct dioshim_seg *seg, uint64_t off, uint64_t end);
-
-/* Wake whoever waits for eof to move (its waiting rules changed). */
-void eof_wake(struct dioshim_seg *seg);
-
-/* A waiter of eof stops waiting for the writers before it when, every
- * APPEND_WAIT_NS, it finds them gone (publish_blocked: a dead process
- * with writes counted in flight, or no live writer working on anything
- * but waiting), or after APPEND_GIVE_UP_NS in all. */
-#define APPEND_WAIT_NS 2000000000ull
-#define APPEND_GIVE_UP_NS 120000000000ull
-bool publish_blocked(struct dioshim_seg *seg);
-
 /* Appends moved down over failed ones (move.h), maybe past phys (exact
  * ones): phys follows the kernel's size, and the record with it. */
 void reserve_after_move(struct shim_file *f, int fd);
@@ -228,12 +184,6 @@ static inline uint64_t append_give_back(struct dioshim_seg *seg, uint64_t off,
 	return done > off ? done : off;
 }
 
-/* The same for an asynchronous append, reaped by a thread that may hold
- * earlier ones not yet reaped: it never waits; whoever brings eof to off
- * carries it on to end.  False, having done nothing, when the done ring
- * is full: the caller keeps the range and tries again later. */
-bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
-
 /* *w = max(*w, v), relaxed: a word that only grows (outside a barrier).
  * Returns what *w was. */
 static inline uint64_t word_max(_Atomic uint64_t *w, uint64_t v)
@@ -247,14 +197,6 @@ static inline uint64_t word_max(_Atomic uint64_t *w, uint64_t v)
 		;
 	return cur;
 }
-
-/*
- * Set by async.c: read the completions this process's queued writes have
- * posted, unless another of its threads is at it (it never waits), so
- * that an append behind one of them waits for the kernel, never for the
- * application to reap it.
- */
-extern void (*publish_poll)(void);
 
 /*
  * Where the untouched reserved blocks begin: [fresh_from, phys) are

@@ -41,7 +41,9 @@
 #include "ring.h"
 
 #include "inflight.h"
-#include "io.h"
+#include "abi.h"
+#include "fdtable.h"
+#include "guard.h"
 #include "log.h"
 #include "mem.h"
 #include "real.h"

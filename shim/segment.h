@@ -7,98 +7,12 @@
 #ifndef DIOSHIM_SEGMENT_H
 #define DIOSHIM_SEGMENT_H
 
-#include "dioshim/layout.h"
-#include "owner.h"
-#include "shm.h"
+#include "segbase.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
-/* This process's attachment to one segment. */
-struct shim_file {
-	struct dioshim_seg *seg;
-	uint64_t dev, ino;
-	uint32_t fs_bit; /* CONFIG_FS_* */
-	/* what the kernel asks of a direct write (STATX_DIOALIGN): buffer
-	 * and offset/length alignment, 0 when it does not say */
-	uint32_t dio_mem_align, dio_off_align;
-	int slot; /* our slot in seg->slot[] */
-	unsigned refs; /* ofds pointing here; under files_lock */
-	/* asynchronous writes in flight (async.c, under its lock): the
-	 * first pins the attachment with one reference, the last drops it */
-	unsigned async_ops;
-	/* Pinned by them (segment_pin), under files_lock; the copy of the
-	 * program's last descriptor, kept when it closed it with writes
-	 * still in flight (fd_keep), through which the unpin cuts. */
-	bool pinned;
-	uint64_t kept;
-	bool exec_released; /* slot given back for an exec; under files_lock */
-	/* A guest (slot -1): it writes with no slot, holding its guest lock
-	 * (shm.h) while attached; the file is kept exact for everyone. */
-	bool guest;
-	bool guest_held; /* its announcement (guest_hold) is ours to drop */
-	/* Its first exact append waited for the lone writers' lockless
-	 * appends (shm.h append_lockless_drain): none can start since. */
-	bool lockless_drained;
-	/* The kernel has taken a FALLOC_FL_ZERO_RANGE on this file: it
-	 * supports them (tmpfs, ext4 without extents do not), so one over
-	 * untouched reserved blocks may be answered without it (io.c). */
-	_Atomic bool zero_range_ok;
-	/* The last close (or exit) is taking it away: LEAVING while our
-	 * writes still in flight drain (new ones wait, then go to the
-	 * kernel as they are), GONE once detached. */
-	_Atomic int leaving;
-	struct shim_file *next; /* the process's list; under files_lock */
-};
-enum { FILE_HERE, FILE_LEAVING, FILE_GONE };
-
-/*
- * What a file looks like to the segment code: filled from one statx of the
- * data file (plus statfs for fs_bit).
- */
-struct file_id {
-	uint64_t dev, ino;
-	uint64_t size;
-	uint32_t blksize;
-	uint32_t fs_bit;
-	uint32_t dio_mem_align, dio_off_align; /* STATX_DIOALIGN, or 0 */
-	uint32_t birth_kind;
-	int64_t birth_sec;
-	uint32_t birth_nsec;
-	uint64_t birth_gen;
-	uint32_t uid, gid, mode; /* who may write it: who may join */
-};
-
-/*
- * What the mechanisms above do at a segment's turning points (lifecycle.c
- * registers them at load).  Each runs with attach_lock held and nobody
- * else in the segment.
- */
-struct segment_hooks {
-	/* A new segment for id: the mechanisms' words, before it is
-	 * published. */
-	void (*made)(struct dioshim_seg *seg, const struct file_id *id);
-	/* Its first live user (the creator, or the first after users that
-	 * all died), through fd: recover the file, start the words.  False
-	 * if the words could not be started from the kernel's size: the
-	 * file is then kept exact. */
-	bool (*first_in)(struct dioshim_seg *seg, int fd);
-	/* Its last user, through fd (-1: none): cut the reserved tail;
-	 * false if it must stay (the segment then stays too). */
-	bool (*last_out)(struct shim_file *f, int fd);
-	/* A new image of this process, at load: free what the old held. */
-	void (*image_gone)(struct dioshim_seg *seg);
-	/* A guest about to write through fd (no attach_lock held, other
-	 * users active): make the file exact — drain the writers, cut the
-	 * reserved tail, set seg->exact. */
-	void (*guest_in)(struct shim_file *f, int fd);
-	/* The segment was just made through fd while guests had announced
-	 * themselves: wait (bounded) for them to join, else make the file
-	 * exact. */
-	void (*guests_wait)(struct shim_file *f, int fd);
-};
-void segment_set_hooks(const struct segment_hooks *h);
 
 /* statx the fd; false if not a regular file dioshim may accelerate (wrong
  * filesystem, append-only or immutable inode). */
@@ -214,56 +128,6 @@ void segment_atfork_parent(void);
  * process (left by the image we replaced with exec). */
 void segment_reclaim_self(void);
 
-/* Whether a live process has asynchronous writes in flight to seg's file
- * (the kernel's truncate would wait for them, then cut them). */
-bool async_in_flight(struct dioshim_seg *seg);
-
-/* The segment's block size, bounded where it is used: a word another
- * writer can change must not become a divisor of zero. */
-static inline uint32_t seg_blksize(const struct dioshim_seg *seg)
-{
-	uint32_t b = __atomic_load_n(&seg->blksize, __ATOMIC_RELAXED);
-
-	return b >= 512 && b <= (1u << 20) && !(b & (b - 1)) ? b : 4096;
-}
-
-/* The page of the lazy tables (layout.h) that holds p. */
-static inline unsigned lazy_page(const struct dioshim_seg *seg, const void *p)
-{
-	return (unsigned)(((uintptr_t)p - (uintptr_t)seg - DIOSHIM_LAZY_OFF) /
-			  4096);
-}
-
-/* Whether the lazy page holding p is allocated: if not, nobody ever
- * wrote it, and its words are zeros (read them without touching it). */
-static inline bool lazy_is_backed(const struct dioshim_seg *seg,
-				  const void *p)
-{
-	return __atomic_load_n(&seg->lazy_backed, __ATOMIC_ACQUIRE) &
-	       (1u << lazy_page(seg, p));
-}
-
-/* Allocate the lazy pages holding [p, p + len) before anything writes
- * them (MADV_POPULATE_WRITE: a full directory is an error, never a
- * SIGBUS).  False if they cannot be: the caller does without them. */
-bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len);
-
-/* A first live user (nobody else inside): every lazy page given back,
- * zeros at its next use. */
-void lazy_reset(struct dioshim_seg *seg);
-
-/* How many slots of seg may be in use (and are backed): the bound of
- * every walk of seg->slot[]. */
-static inline int seg_slots(const struct dioshim_seg *seg)
-{
-	uint32_t n = atomic_load_explicit(&seg->slots_hi, memory_order_acquire);
-
-	return n > DIOSHIM_MAX_PROCS ? DIOSHIM_MAX_PROCS : (int)n;
-}
-
-/* Free slot i, whose owner o was found dead (a CAS: freed once, whoever
- * else found it too).  True if this call freed it. */
-bool slot_free_dead(struct dioshim_seg *seg, int i, uint64_t o);
 
 /* What a segment file says of its file, read without mapping it (a
  * file that someone resizes meanwhile cannot fault the reader). */
@@ -310,19 +174,14 @@ bool segment_gc_file_gone(const char *segpath, const struct dioshim_fh *fh);
 struct dioshim_seg *segment_map_path(const char *path, bool writable);
 void segment_unmap(struct dioshim_seg *seg);
 
-/*
- * A write at its own offset, or a punch, of [.., end) past eof: the
- * reserved blocks up to end are no longer known untouched.  Raised
- * before the kernel's call (seq_cst: a grower that does not see it is
- * ordered before the write), a load when it need not move.
- */
-static inline void touched_raise(struct dioshim_seg *seg, uint64_t end)
-{
-	uint64_t cur = atomic_load_explicit(&seg->touched, memory_order_relaxed);
 
-	while (end > cur &&
-	       !atomic_compare_exchange_weak(&seg->touched, &cur, end))
-		;
+/* Whether the file turned exact since the caller decided to serve it (a
+ * segment's maker that waited for its lone writers in vain, a guest): its
+ * words are not the file's any more, the kernel's size is.  Read after
+ * barrier_settle, which waits out such a maker. */
+static inline bool words_stale(struct dioshim_seg *seg)
+{
+	return atomic_load_explicit(&seg->exact, memory_order_acquire);
 }
 
 #endif

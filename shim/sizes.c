@@ -10,7 +10,9 @@
  */
 #define _GNU_SOURCE
 #include "sizes.h"
-#include "io.h"
+#include "abi.h"
+#include "fdtable.h"
+#include "guard.h"
 
 #include "async.h"
 #include "inflight.h"

@@ -15,6 +15,11 @@
  * logical size and never below data.  The caller holds nothing of any
  * file, its own included: two processes that meet ENOSPC at once then
  * wait for nothing of each other's.
+ *
+ * Layer L2, above reserve (reserve_trim), inflight and recover; walks
+ * the segments through L1 (segment_walk, segment_peek, segment_attach).
+ * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
+ * publish, move, reserve, space; lifecycle on top.
  */
 #define _GNU_SOURCE
 #include "space.h"
@@ -44,41 +49,23 @@
 /*
  * The give-back's buffers, mapped for the one call that needs them: the
  * write that met ENOSPC may be a signal handler's on a small alternate
- * stack, and the scan nests three directories deep (the segment
- * directory, a group's, a process's descriptors).
+ * stack.  The walk over the segments maps its own (segment_walk); this
+ * one holds what is read below it: a segment's words, a process's
+ * descriptors.
  */
-enum { LV_TOP, LV_GROUP, LV_FDS, LV_N };
 struct scratch {
-	char dents[LV_N][4096];
-	char path[LV_N][PATH_MAX];
+	char dents[4096];
 	struct seg_peek peek;
 };
 static __thread struct scratch *scratch
 	__attribute__((tls_model("initial-exec")));
 
-/* The entries of the directory open at dfd, read at depth lv of the
- * scratch (getdents64: no heap).  Calls each(name, arg) until it returns
- * true.  Whether it did. */
-static bool dir_each(int dfd, int lv, bool (*each)(const char *name, void *arg),
+/* The entries of the directory open at dfd, read into the scratch. */
+static bool dir_each(int dfd, bool (*each)(const char *name, void *arg),
 		     void *arg)
 {
-	char *buf = scratch->dents[lv];
-	long n, at;
-
-	while ((n = sys_call(SYS_getdents64, dfd, buf, sizeof(scratch->dents[lv]))) > 0)
-		for (at = 0; at < n;) {
-			/* struct linux_dirent64: ino, off, reclen, type,
-			 * name */
-			unsigned short reclen;
-
-			memcpy(&reclen, buf + at + 16, sizeof(reclen));
-			if (reclen < 20 || at + reclen > n)
-				return false;
-			if (each(buf + at + 19, arg))
-				return true;
-			at += reclen;
-		}
-	return false;
+	return shm_dir_each(dfd, scratch->dents, sizeof(scratch->dents), each,
+			    arg);
 }
 
 /* A descriptor for writing the regular file (dev, ino) at path, opened
@@ -131,7 +118,7 @@ static int open_via_member(pid_t pid, uint64_t dev, uint64_t ino)
 			 0);
 	if (dfd < 0)
 		return -1;
-	dir_each(dfd, LV_FDS, try_member_fd, &m);
+	dir_each(dfd, try_member_fd, &m);
 	sys_close(dfd);
 	return m.fd;
 }
@@ -160,7 +147,7 @@ static bool self_has_open(uint64_t dev, uint64_t ino)
 
 	if (dfd < 0)
 		return true;
-	found = dir_each(dfd, LV_FDS, fd_is, want);
+	found = dir_each(dfd, fd_is, want);
 	sys_close(dfd);
 	return found;
 }
@@ -226,59 +213,22 @@ static bool cut_one(const struct seg_peek *p, uint64_t dev)
 
 /* A walk of dev's segments: fn(peek, arg) for each. */
 struct scan {
-	const char *dir;
 	uint64_t dev;
-	int lv;
 	void (*fn)(const struct seg_peek *p, void *arg);
 	void *arg;
 };
 
-static void walk_in(const char *dir, int lv, const struct scan *from);
-
-static bool scan_entry(const char *name, void *arg)
+/* Read, not mapped: a segment someone resizes meanwhile (any member of a
+ * group can, in its directory) cannot fault us. */
+static void scan_entry(const char *path, uint64_t dev, uint64_t ino,
+		       void *arg)
 {
 	struct scan *s = arg;
-	char *path = scratch->path[s->lv];
-	size_t ld = strlen(s->dir), ln = strlen(name);
-	unsigned long long d, i;
-	int len;
 
-	/* s->dir is the level above's (or the top's): never this one */
-	if (ld + 1 + ln >= PATH_MAX)
-		return false;
-	memcpy(path, s->dir, ld);
-	path[ld] = '/';
-	memcpy(path + ld + 1, name, ln + 1);
-	if (s->lv == LV_TOP && !strncmp(name, DIOSHIM_GROUP_PREFIX,
-					strlen(DIOSHIM_GROUP_PREFIX))) {
-		walk_in(path, LV_GROUP, s);
-		return false;
-	}
-	/* dioshim.<dev>.<ino>, and nothing else (a name being made has a
-	 * suffix).  Read, not mapped: a segment someone resizes meanwhile
-	 * (any member of a group can, in its directory) cannot fault us. */
-	if (sscanf(name, DIOSHIM_SEG_PREFIX "%llx.%llx%n", &d, &i, &len) != 2 ||
-	    name[len] || d != s->dev || !segment_peek(path, &scratch->peek) ||
+	if (dev != s->dev || !segment_peek(path, &scratch->peek) ||
 	    scratch->peek.dev != s->dev)
-		return false;
-	s->fn(&scratch->peek, s->arg);
-	return false;
-}
-
-/* The segments in dir (at depth lv); from the top, once into the group
- * directories. */
-static void walk_in(const char *dir, int lv, const struct scan *from)
-{
-	struct scan s = *from;
-	int dfd = sys_openat(AT_FDCWD, dir,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
-
-	if (dfd < 0)
 		return;
-	s.dir = dir;
-	s.lv = lv;
-	dir_each(dfd, lv, scan_entry, &s);
-	sys_close(dfd);
+	s->fn(&scratch->peek, s->arg);
 }
 
 /* Every segment of dev's files this user may see, with the scratch
@@ -286,7 +236,8 @@ static void walk_in(const char *dir, int lv, const struct scan *from)
 static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
 		 void *arg)
 {
-	struct scan s = { NULL, dev, LV_TOP, fn, arg };
+	struct scan s = { dev, fn, arg };
+	bool walked;
 
 	scratch = sys_mmap(NULL, sizeof(*scratch), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -294,10 +245,10 @@ static bool walk(uint64_t dev, void (*fn)(const struct seg_peek *p, void *arg),
 		scratch = NULL;
 		return false;
 	}
-	walk_in(config.shm_dir, LV_TOP, &s);
+	walked = segment_walk(scan_entry, &s);
 	sys_munmap(scratch, sizeof(*scratch));
 	scratch = NULL;
-	return true;
+	return walked;
 }
 
 static void cut_each(const struct seg_peek *p, void *arg)

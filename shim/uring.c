@@ -17,6 +17,7 @@
 
 #include "abi.h"
 #include "io.h"
+#include "lib.h"
 #include "log.h"
 #include "prefill.h"
 #include "real.h"

@@ -12,6 +12,9 @@
  * The library is found next to this program (the build tree) or in
  * ../lib/dioshim/ (an install); it is prepended to LD_PRELOAD, never put in
  * place of what is there.
+ *
+ * Above every layer of the library it links (the mechanisms without the
+ * wrappers, CORE_SRC): gc walks the segments with segment_walk (L1).
  */
 #define _GNU_SOURCE
 #include "dioshim.h"
@@ -350,9 +353,8 @@ static int open_handle(dev_t dev, const char *path,
 	return fd < 0 && err != ESTALE ? -2 : fd;
 }
 
-static void gc_one(const char *segpath)
+static void gc_one(const char *segpath, uint64_t dev, uint64_t ino, void *arg)
 {
-	size_t plen = strlen(DIOSHIM_SEG_PREFIX);
 	const char *name = strrchr(segpath, '/') + 1;
 	char file[256];
 
@@ -370,19 +372,16 @@ static void gc_one(const char *segpath)
 		break;
 	case GC_NEEDS_FILE: {
 		struct stat st;
-		unsigned long long dev, ino;
-		bool named = sscanf(name + plen, "%llx.%llx", &dev, &ino) == 2;
 		int fd;
 
 		/* The recorded path must still name that inode. */
-		if (named && file[0] && stat(file, &st) == 0 &&
-		    (unsigned long long)st.st_dev == dev &&
-		    (unsigned long long)st.st_ino == ino) {
+		if (file[0] && stat(file, &st) == 0 &&
+		    (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
 			gc_rc |= recover_one(file);
 			break;
 		}
 		/* Else the handle says where it went, or that it is gone. */
-		fd = named ? open_handle((dev_t)dev, file, &fh) : -2;
+		fd = open_handle((dev_t)dev, file, &fh);
 		if (fd >= 0) {
 			char at[64], now[PATH_MAX];
 			ssize_t n;
@@ -422,7 +421,7 @@ static int gc(void)
 		return 1;
 	}
 	gc_rc = 0;
-	segment_scan(gc_one);
+	segment_walk(gc_one, NULL);
 	/* A hint left counting segments that are gone (a process killed
 	 * between counting one and making or removing it). */
 	segment_recount();

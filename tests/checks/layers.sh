@@ -64,6 +64,14 @@ done <<<"$incs"
 # loop on stderr.
 loops=$( { awk '{ print $2, $1 }' <<<"$edges"; awk '{ print $2, $1 }' <<<"$incs"; } |
 	sort -u | tsort 2>&1 >/dev/null | sed -n "s/^tsort: \([a-z_0-9]*\)$/\1/p" | sort -u | tr "\n" " ")
-[ -z "$loops" ] || fail "cycle:" $loops
+if [ -n "$loops" ]; then
+	fail "cycle among:" $loops
+	# The references among them, to find the one to turn around.
+	{ awk '{ print $1, $2, $3 }' <<<"$edges"
+	  awk '{ print $1, $2, "(#include)" }' <<<"$incs"; } |
+		awk -v set=" $loops " 'index(set, " " $1 " ") && index(set, " " $2 " ") {
+			k = $1 " -> " $2; e[k] = e[k] " " $3 }
+			END { for (k in e) print "  " k ":" e[k] }' | sort
+fi
 [ $bad -eq 0 ] && echo "$(wc -l <<<"$edges") references, every one downward or level, no cycle"
 exit $bad
