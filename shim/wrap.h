@@ -21,6 +21,18 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* Every wrapper's prototype, from the one table: a wrapper whose
+ * definition disagrees with its entry does not compile. */
+#define REAL(ret, name, params) EXPORT ret name params;
+#define COMPAT(ret, name, params, version) REAL(ret, name, params)
+#define RAW(ret, name, params) REAL(ret, name, params)
+#define VIA(ret, name, params, via) REAL(ret, name, params)
+#include "real.def"
+#undef REAL
+#undef COMPAT
+#undef RAW
+#undef VIA
+
 /*
  * Before the shim's close of a file, or a size it answers by path:
  * completions the program consumed from a ring itself (QEMU reads the aio
