@@ -34,6 +34,14 @@ CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c \
 LIB_SRC := $(CORE_SRC) $(WRAP_SRC)
 HEADERS := $(wildcard include/*.h include/dioshim/*.h shim/*.h shim/*.def)
 
+# make debug: the same tree with -DDIOSHIM_DEBUG in $(BUILD)/debug, which
+# checks the lock order (shim/lockrank.h) at every take; make test runs
+# its unit programs and a few suites too.
+DEBUG_BUILD := $(BUILD)/debug
+ifdef DEBUG
+XCFLAGS += -DDIOSHIM_DEBUG
+endif
+
 LIB_OBJ := $(LIB_SRC:shim/%.c=$(BUILD)/obj/%.o)
 CORE_OBJ := $(CORE_SRC:shim/%.c=$(BUILD)/obj/%.o)
 
@@ -85,4 +93,7 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps install clean
+debug:
+	@$(MAKE) --no-print-directory BUILD=$(DEBUG_BUILD) DEBUG=1 test-build
+
+.PHONY: all deps install clean debug

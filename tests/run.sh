@@ -4,6 +4,8 @@
 #   tests/run.sh                 unit programs, then every bats suite
 #   tests/run.sh unit            unit programs only
 #   tests/run.sh FILE.bats...    those suites only
+# (DEBUG_BUILD=DIR adds the unit programs and DEBUG_SUITES of the debug
+# build, make debug's, on ext4.)
 #
 # JOBS=N runs N suites at a time: most of a suite's time is spent
 # waiting (on loop devices, on servers, on sleeps), not computing.  Two
@@ -23,6 +25,11 @@ export SCRATCH_REGISTRY=$RUN_DIR/unit.registry
 # The tests' segments live in a directory of their own.
 export DIOSHIM_SHM_DIR=$(mktemp -d /dev/shm/dioshim-test.XXXXXX)
 JOBS=${JOBS:-2}
+# DEBUG_BUILD (make test sets it): the debug build, whose unit programs
+# and DEBUG_SUITES run too, checking the lock order at every take.
+DEBUG_BUILD=${DEBUG_BUILD:-}
+DEBUG_SUITES=${DEBUG_SUITES:-append async fsync grow mixed model xfer}
+[ -z "$DEBUG_BUILD" ] || [ -x "$DEBUG_BUILD/dioshim" ] || DEBUG_BUILD=
 source tests/lib/scratchfs.sh
 # A suite still running (interrupted): it and everything under it.
 kill_tree() {
@@ -49,11 +56,16 @@ trap 'exit 130' INT TERM
 pass=0 fail=0 skip=0
 failed=() suite_times=() test_times=()
 
+# Unit programs of BUILD, or of the debug build with "debug".
 run_unit() {
-	local t name rc out
-	for t in "$BUILD"/tests/unit/test_*; do
+	local t name rc out build=$BUILD prefix=unit
+	if [ "${1:-}" = debug ]; then
+		[ -n "${DEBUG_BUILD:-}" ] || return 0
+		build=$DEBUG_BUILD prefix=unit-debug
+	fi
+	for t in "$build"/tests/unit/test_*; do
 		[ -x "$t" ] || continue
-		name=unit/$(basename "$t")
+		name=$prefix/$(basename "$t")
 		out=$(timeout 300 "$t" 2>&1)
 		rc=$?
 		case $rc in
@@ -65,12 +77,31 @@ run_unit() {
 	done
 }
 
+# The checks of the house (tests/checks/: layers, sizes, exports), as unit
+# programs are counted: 0 pass, 1 fail, 77 skip.
+run_checks() {
+	local t name rc out
+	for t in tests/checks/*.sh; do
+		name=check/$(basename "$t" .sh)
+		out=$(BUILD=$BUILD "$t" 2>&1)
+		rc=$?
+		case $rc in
+		0) pass=$((pass + 1)); echo "ok      $name: ${out##*$'\n'}" ;;
+		77) skip=$((skip + 1)); echo "skip    $name: ${out##*$'\n'}" ;;
+		*) fail=$((fail + 1)); failed+=("$name")
+		   echo "FAIL    $name (exit $rc)"; printf '%s\n' "$out" | sed 's/^/        /' | tail -40 ;;
+		esac
+	done
+}
+
 # One suite under one filesystem (FS, read by the suite's setup_file):
 # its report on stdout, its results in OUT.res (lines "pass", "skip",
 # "fail NAME", "test SECONDS NAME", "suite SECONDS TAG") for tally.
 run_suite() {
-	local file=$1 fs=$2 out=$3 line tag name ms=0 start=$SECONDS
-	tag=$(basename "$file" .bats)${fs:+[$fs]}
+	local file=$1 fs=$2 out=$3 variant=${4:-} line tag name ms=0
+	local start=$SECONDS build=$BUILD
+	tag=$(basename "$file" .bats)${fs:+[$fs${variant:+ $variant}]}
+	[ "$variant" != debug ] || build=$DEBUG_BUILD
 	while IFS= read -r line; do
 		# bats --timing: "ok 3 name in 123ms", "... in 4ms # skip why"
 		if [[ $line =~ ^((not )?ok\ .*)\ in\ ([0-9]+)ms(\ #\ skip.*)?$ ]]; then
@@ -87,7 +118,7 @@ run_suite() {
 		"not ok "*) echo "fail $name" >>"$out.res"; echo "FAIL    $name" ;;
 		"#"*) echo "        $line" ;;
 		esac
-	done < <(FS=$fs DIOSHIM_SHM_DIR=$(suite_shm) \
+	done < <(FS=$fs BUILD=$build DIOSHIM_SHM_DIR=$(suite_shm) \
 		SCRATCH_REGISTRY=$out.registry bats --tap --timing "$file" 2>&1)
 	# Where make test's time goes.
 	echo "        $tag took $((SECONDS - start)) s"
@@ -117,7 +148,7 @@ suite_shm() {
 
 # A suite whose header says "# fs: ext4 xfs" runs once per filesystem.
 run_bats() {
-	local file fss fs n=0 i pid
+	local file fss fs variant n=0 i pid
 	local -a todo=()
 	for file in "$@"; do
 		fss=$(sed -n 's/^# fs: *//p' "$file" | head -n 1)
@@ -125,6 +156,12 @@ run_bats() {
 			todo+=("$file $fs")
 		done
 		[ -n "$fss" ] || todo+=("$file ")
+		# The lock-order checks (lockrank.h) on the debug build: the
+		# suites that take every lock, once, on ext4.
+		if [ -n "${DEBUG_BUILD:-}" ] &&
+		   [[ " $DEBUG_SUITES " == *" $(basename "$file" .bats) "* ]]; then
+			todo+=("$file ext4 debug")
+		fi
 	done
 	# By the pid of its job: the suite file a run runs, where it reports.
 	# A run starts when a slot is free and no run of its suite is on.
@@ -132,10 +169,11 @@ run_bats() {
 	while [ ${#todo[@]} -gt 0 ] || [ ${#running_file[@]} -gt 0 ]; do
 		for i in "${!todo[@]}"; do
 			[ ${#running_file[@]} -lt "$JOBS" ] || break
-			read -r file fs <<<"${todo[$i]}"
+			read -r file fs variant <<<"${todo[$i]}"
 			[[ " ${running_file[*]} " != *" $file "* ]] || continue
 			n=$((n + 1))
-			run_suite "$file" "$fs" "$RUN_DIR/$n" >"$RUN_DIR/$n.log" &
+			run_suite "$file" "$fs" "$RUN_DIR/$n" "$variant" \
+				>"$RUN_DIR/$n.log" &
 			running_file[$!]=$file
 			running_out[$!]=$RUN_DIR/$n
 			unset 'todo[i]'
@@ -149,10 +187,14 @@ run_bats() {
 }
 
 if [ $# -eq 0 ]; then
+	run_checks
 	run_unit
+	run_unit debug
 	run_bats tests/bats/*.bats
 elif [ "$1" = unit ]; then
+	run_checks
 	run_unit
+	run_unit debug
 else
 	run_bats "$@"
 fi

@@ -28,8 +28,9 @@ $(BUILD)/appendbench $(BUILD)/filesbench: $(BUILD)/%: bench/%.c
 test-build: all $(UNIT_BIN) $(HELPER_BIN) $(BUILD)/appendbench $(BUILD)/filesbench
 
 # TESTS=unit or TESTS=tests/bats/append.bats narrows the run.
-test: deps test-build
-	@BUILD=$(abspath $(BUILD)) tests/run.sh $(TESTS)
+test: deps test-build debug
+	@BUILD=$(abspath $(BUILD)) DEBUG_BUILD=$(abspath $(DEBUG_BUILD)) \
+		tests/run.sh $(TESTS)
 
 .PHONY: test test-build
 

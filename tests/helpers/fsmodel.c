@@ -90,6 +90,20 @@ static void fail_queue(const char *what, long r)
 	fail(why);
 }
 
+/* The one completion of a queued call.  io_getevents may return -EINTR
+ * with no handler installed (the process stopped and continued, as a
+ * loaded test machine's job control or a tracer does): the completion is
+ * still due, so wait again, as libaio's users do. */
+static long reap(struct io_event *ev)
+{
+	long n;
+
+	do
+		n = io_getevents(actx, 1, 1, ev, NULL);
+	while (n == -EINTR);
+	return n;
+}
+
 static void fill(unsigned char *p, uint64_t n)
 {
 	uint64_t i, v = rnd();
@@ -331,7 +345,7 @@ static void op_grow(void)
 	r = mode < 0 ? rv(ftruncate(bfd, (off_t)end))
 		     : rv(fallocate(bfd, mode, (off_t)off, (off_t)len));
 	if (racing) {
-		long n = io_getevents(actx, 1, 1, &ev, NULL);
+		long n = reap(&ev);
 
 		if (n != 1)
 			fail_queue("io_getevents", n);
@@ -401,7 +415,7 @@ static void op_aio(bool write)
 	r = io_submit(actx, 1, &p);
 	if (r != 1)
 		fail_queue("io_submit", (long)r);
-	r = io_getevents(actx, 1, 1, &ev, NULL);
+	r = reap(&ev);
 	if (r != 1)
 		fail_queue("io_getevents", (long)r);
 	r = (long long)(long)ev.res;
