@@ -19,7 +19,8 @@ WRAP_SRC := shim/wrap_fd.c shim/wrap_rw.c shim/wrap_stat.c shim/wrap_sync.c \
 # Everything below the wrappers, bottom up (DESIGN.md 8, shim/layers): what
 # the command and the unit tests link.  hot.c first: its page
 # (test_fdtable).
-CORE_SRC := shim/hot.c shim/guard.c shim/entry.c shim/real.c shim/sys.c \
+CORE_SRC := shim/hot.c shim/guard.c shim/lockrank.c shim/entry.c shim/real.c \
+	shim/sys.c \
 	shim/abi.c shim/mem.c shim/log.c shim/config.c shim/umem.c \
 	shim/extmap.c \
 	shim/shm.c shim/lifeline.c shim/owner.c shim/hint.c shim/guest.c \

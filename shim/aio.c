@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "batch.h"
+#include "lockrank.h"
 
 #include "abi.h"
 #include "io.h"
@@ -79,6 +80,7 @@ static struct aio_mark *aio_mark_slot(const struct iocb *io, bool make)
 	size_t h = (size_t)((key >> 5) * 0x9e3779b97f4a7c15ull) % AIO_MARKS;
 	size_t i;
 
+	lock_held(LOCK_ASYNC);
 	if (!aio_marks && !(make && (aio_marks = mem_alloc(
 					       AIO_MARKS * sizeof(*aio_marks)))))
 		return NULL;
@@ -119,7 +121,7 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 	long base, i, n, got;
 	int busy = busy_enter();
 
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	for (base = 0; base < nr; base += n) {
 		got = iocb_chunk(ptr, iocbs, base, nr, &n);
 		for (i = 0; i < got; i++) {
@@ -146,7 +148,7 @@ static void aio_unmark(long nr, struct iocb **iocbs)
 		if (got < n)
 			break;
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 	busy_exit(busy);
 }
 
@@ -179,6 +181,7 @@ static void read_clamp_add(io_context_t ctx, const struct iocb *io,
 	uint64_t eof = atomic_load_explicit(&f->seg->eof, memory_order_acquire);
 	int i;
 
+	lock_held(LOCK_ASYNC);
 	for (i = 0; i < READ_CLAMPS; i++)
 		if (!read_clamps[i].iocb) {
 			read_clamps[i] = (struct read_clamp){
@@ -206,6 +209,7 @@ static void read_clamp_drop(io_context_t ctx, const struct iocb *io)
 {
 	int j;
 
+	lock_held(LOCK_ASYNC);
 	if (!atomic_load(&read_clamps_n))
 		return;
 	for (j = 0; j < READ_CLAMPS; j++)
@@ -225,7 +229,7 @@ static void read_clamp_apply(io_context_t ctx, struct io_event *ev, int n)
 
 	if (n <= 0 || !atomic_load(&read_clamps_n))
 		return;
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	for (i = 0; i < n; i++)
 		for (j = 0; j < READ_CLAMPS; j++) {
 			struct read_clamp *c = &read_clamps[j];
@@ -243,7 +247,7 @@ static void read_clamp_apply(io_context_t ctx, struct io_event *ev, int n)
 			atomic_fetch_sub(&read_clamps_n, 1);
 			break;
 		}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 /* Clamps of iocbs[0, nr), submitted on a path that keeps no books: they
@@ -253,7 +257,7 @@ static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 	struct iocb *ptr[COPY_CHUNK];
 	long base, i, n, got;
 
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	for (base = 0; base < nr; base += n) {
 		got = iocb_chunk(ptr, iocbs, base, nr, &n);
 		for (i = 0; i < got; i++)
@@ -261,7 +265,7 @@ static void read_clamp_drop_all(long nr, struct iocb **iocbs)
 		if (got < n)
 			break;
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 /* What aio_submit_some keeps of each iocb until the kernel has it. */
@@ -376,7 +380,7 @@ static void aio_give_back(struct batch *b, struct aring *r, io_context_t ctx,
 		if (e[i].op)
 			wtx_unclaim(&e[i].op->t);
 	batch_release(b);
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	/* What the kernel did not take is still the application's alone,
 	 * and unseen by it: give it back as it was, the last first (each
 	 * append's range back to the tail, which then ends where the taken
@@ -398,7 +402,7 @@ static void aio_give_back(struct batch *b, struct aring *r, io_context_t ctx,
 		if (e[i].op)
 			unprepare(r, e[i].op);
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 /*
@@ -426,7 +430,7 @@ static int aio_submit_some(io_context_t ctx, long n, struct iocb **iocbs)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 
 	ret = lazy_io_submit()(ctx, take, iocbs);
 
@@ -601,9 +605,9 @@ EXPORT int io_destroy(io_context_t ctx)
 
 	ring_drop(RING_AIO, (uintptr_t)ctx);
 	if (atomic_load(&read_clamps_n)) {
-		pthread_mutex_lock(&async_lock);
+		rank_lock(&async_lock, LOCK_ASYNC);
 		read_clamp_drop(ctx, NULL);
-		pthread_mutex_unlock(&async_lock);
+		rank_unlock(&async_lock, LOCK_ASYNC);
 	}
 	r = lazy_io_destroy()(ctx);
 	/* The kernel unmapped the ring (umem.c). */

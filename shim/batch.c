@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "batch.h"
+#include "lockrank.h"
 
 #include "inflight.h"
 #include "abi.h"
@@ -44,6 +45,8 @@ void batch_begin(struct batch *b)
 /* Under async_lock. */
 static void spare_put(struct spare *s)
 {
+	lock_held(LOCK_ASYNC);
+
 	s->next = spares[s->cls];
 	spares[s->cls] = s;
 }
@@ -54,6 +57,7 @@ bool batch_grow(struct batch *b)
 	int cls = b->spare ? b->spare->cls + 1 : 0;
 	struct spare *s;
 
+	lock_held(LOCK_ASYNC);
 	if (cls == SPARE_CLASSES)
 		return false;
 	s = spares[cls];
@@ -81,6 +85,7 @@ static struct held *batch_hold(struct batch *b, struct shim_file *f, int fd)
 	struct held *h;
 	int i;
 
+	lock_held(LOCK_ASYNC);
 	for (i = 0; i < b->n; i++)
 		if (b->h[i].f == f)
 			return &b->h[i];
@@ -117,9 +122,9 @@ void batch_end(struct batch *b)
 {
 	batch_release(b);
 	if (b->spare) {
-		pthread_mutex_lock(&async_lock);
+		rank_lock(&async_lock, LOCK_ASYNC);
 		spare_put(b->spare);
-		pthread_mutex_unlock(&async_lock);
+		rank_unlock(&async_lock, LOCK_ASYNC);
 	}
 	busy_exit(b->busy);
 	errno = b->saved_errno;

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "fdtable_priv.h"
+#include "lockrank.h"
 
 #include "mem.h"
 
@@ -57,14 +58,14 @@ void fdtable_exec_prepare(void)
 {
 	fdt_lock_take();
 	for_each_ofd(exec_release);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_exec_failed(void)
 {
 	fdt_lock_take();
 	for_each_ofd(exec_undo);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_atfork_prepare(void)
@@ -78,7 +79,7 @@ void fdtable_atfork_parent(void)
 {
 	mem_atfork_release();
 	segment_atfork_parent();
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 /* A position lock held by a parent thread that the child does not have
@@ -86,7 +87,7 @@ void fdtable_atfork_parent(void)
 static void child_reset(int fd, struct ofd *o)
 {
 	(void)fd;
-	pthread_mutex_init(&o->pos_lock, NULL);
+	rank_reinit(&o->pos_lock);
 	/* The parent's writes in flight are not the child's; the parent
 	 * may write on beside it. */
 	atomic_store(&o->raw, atomic_load(&o->raw) & ~0xffffffffull);
@@ -117,5 +118,5 @@ void fdtable_atfork_child(void)
 	segment_atfork_child();
 	for_each_ofd(child_reset);
 	each_entry(0, FDT_MAX - 1, child_mark, NULL);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "fdtable.h"
+#include "lockrank.h"
 #include "fdtable_priv.h"
 
 #include "abi.h"
@@ -65,6 +66,7 @@ static void entry_set(int fd, struct ofd *o)
 {
 	fd_entry *c = chunk_of(fd, o != NULL);
 
+	lock_held(LOCK_FDT);
 	if (c)
 		atomic_store_explicit(&c[(unsigned)fd & (FDT_CHUNK - 1)], o,
 				      memory_order_release);
@@ -105,6 +107,7 @@ static void ofd_each(unsigned fd, fd_entry *e, void *fn)
 {
 	struct ofd *o = atomic_load(e);
 
+	lock_held(LOCK_FDT);
 	if (is_ofd(o))
 		((void (*)(int, struct ofd *))fn)((int)fd, o);
 }
@@ -142,7 +145,7 @@ void fdt_lock_take(void)
 {
 	int i;
 
-	pthread_mutex_lock(&fdt_lock);
+	rank_lock(&fdt_lock, LOCK_FDT);
 	if (__builtin_expect(!atomic_load_explicit(&late_pending,
 						   memory_order_acquire),
 			     1))
@@ -219,6 +222,8 @@ static unsigned pinned_n;
 /* o's announcement as a guest, if it has one, goes. */
 static void ofd_unpin(struct ofd *o)
 {
+	lock_held(LOCK_FDT);
+
 	if (o->pin.held) {
 		guest_drop(o->pin.key, o->pin.dev, o->pin.ino);
 		o->pin.held = false;
@@ -306,6 +311,7 @@ static struct shim_file *identify_attach(int fd, int flags, bool *servable,
 {
 	struct file_id id;
 
+	lock_held(LOCK_FDT);
 	pin->held = false;
 	*servable = file_identify(fd, &id);
 	if (!*servable)
@@ -343,6 +349,7 @@ static void sibling_take(int fd, struct ofd *o)
 	uint32_t idle = 0;
 	int i;
 
+	lock_held(LOCK_FDT);
 	if (o == take_ctx.self || !o->pin.held || atomic_load(&o->file) ||
 	    o->pin.dev != take_ctx.id->dev || o->pin.ino != take_ctx.id->ino ||
 	    take_ctx.n == SIBLINGS_MAX)
@@ -426,6 +433,7 @@ static struct ofd *classify(int fd, int flags, bool quiet, bool record)
 	uint64_t gen;
 	bool servable;
 
+	lock_held(LOCK_FDT);
 	/* O_TMPFILE carries the O_DIRECTORY bit but opens a regular file.
 	 * O_PATH fds are served for the sizes fstat gives through them. */
 	if ((flags & O_DIRECTORY) && (flags & O_TMPFILE) != O_TMPFILE &&
@@ -455,6 +463,8 @@ static struct ofd *classify(int fd, int flags, bool quiet, bool record)
  */
 static bool wake_begin(int fd, struct ofd *was)
 {
+	lock_held(LOCK_FDT);
+
 	return chunk_of(fd, true) && entry_cas(fd, was, OFD_WAKING);
 }
 
@@ -481,7 +491,7 @@ static struct ofd *adopt(int fd)
 		o = wake_end(fd, flags < 0 ? NULL
 					       : classify(fd, flags, true, false));
 	}
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 	return o;
 }
 
@@ -510,7 +520,7 @@ static void recheck(int fd, struct ofd *o, uint64_t gen)
 		}
 		o->checked_gen = gen;
 	}
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 /* fd's quiet entry, now that a segment may exist, that a dup must share
@@ -522,6 +532,7 @@ static struct ofd *quiet_wake(int fd, bool quiet)
 	struct ofd *was = entry_get(fd), *o = was;
 	int flags;
 
+	lock_held(LOCK_FDT);
 	if (!is_quiet(was) || !wake_begin(fd, was))
 		return entry_get(fd);
 	flags = sys_fcntl(fd, F_GETFL, 0);
@@ -563,7 +574,7 @@ struct ofd *fdtable_resolve(int fd)
 			return NULL;
 		fdt_lock_take();
 		o = quiet_wake(fd, false);
-		pthread_mutex_unlock(&fdt_lock);
+		rank_unlock(&fdt_lock, LOCK_FDT);
 		if (!is_ofd(o))
 			return NULL;
 	}
@@ -673,7 +684,7 @@ static bool guest_engage(int fd, struct ofd *o)
 			atomic_store(&o->nomake, true);
 		}
 	}
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 	atomic_store(&o->engaging, 0);
 	guard_exit(&g, 0, 0);
 	return f != NULL;
@@ -753,7 +764,7 @@ void fdtable_opened(int fd, int flags, bool record)
 	if (stale && stale != OFD_PASS)
 		ofd_put(stale, -1);
 	entry_set(fd, classify(fd, flags, true, record));
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 bool fdtable_forget_light(int fd)
@@ -776,7 +787,7 @@ void fdtable_close(int fd)
 		entry_set(fd, is_ofd(o) ? OFD_CLOSING : NULL);
 		ofd_put(o, fd);
 	}
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_closed(int fd)
@@ -818,7 +829,7 @@ void fdtable_close_range(unsigned lo, unsigned hi)
 {
 	fdt_lock_take();
 	drop_range(lo, hi, true);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_dup(int oldfd, int newfd)
@@ -837,7 +848,7 @@ void fdtable_dup(int oldfd, int newfd)
 	if (is_ofd(o))
 		o->refs++;
 	entry_set(newfd, o);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_setfl(int fd)
@@ -852,7 +863,7 @@ void fdtable_setfl(int fd)
 	o = entry_get(fd);
 	if (is_quiet(o)) {
 		quiet_wake(fd, true);
-		pthread_mutex_unlock(&fdt_lock);
+		rank_unlock(&fdt_lock, LOCK_FDT);
 		return;
 	}
 	flags = sys_fcntl(fd, F_GETFL, 0);
@@ -873,12 +884,12 @@ void fdtable_setfl(int fd)
 			}
 		}
 	}
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }
 
 void fdtable_release_all(void)
 {
 	fdt_lock_take();
 	drop_range(0, FDT_MAX - 1, false);
-	pthread_mutex_unlock(&fdt_lock);
+	rank_unlock(&fdt_lock, LOCK_FDT);
 }

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "guest.h"
+#include "lockrank.h"
 
 #include "config.h"
 #include "hint.h"
@@ -88,6 +89,8 @@ static int guest_dir_open(uint64_t key)
  * lifeline_lock held. */
 static int guest_dir_fd(uint64_t key, bool open_it)
 {
+	lock_held(LOCK_LIFELINE);
+
 	return lifeline_kept(key | GUEST_KEY, key | GUEST_KEY, key,
 			     guest_dir_open, open_it);
 }
@@ -106,9 +109,9 @@ bool guest_mine(uint64_t key, uint64_t dev, uint64_t ino)
 {
 	bool mine;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	mine = guest_find(key, guest_byte(dev, ino)) != NULL;
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	return mine;
 }
 
@@ -119,7 +122,7 @@ bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino)
 	bool ok = false;
 	int fd;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	g = guest_find(key, byte);
 	if (g) {
 		g->holds++;
@@ -130,7 +133,7 @@ bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino)
 		guests[guest_n++] = (struct guest){ key, byte, 1 };
 		ok = true;
 	}
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	if (!ok)
 		log_msg("cannot announce a guest writer (%s)", strerror(errno));
 	return ok;
@@ -141,7 +144,7 @@ void guest_drop(uint64_t key, uint64_t dev, uint64_t ino)
 	struct guest *g;
 	int fd;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	g = guest_find(key, guest_byte(dev, ino));
 	if (g && --g->holds == 0) {
 		fd = guest_dir_fd(key, false);
@@ -149,7 +152,7 @@ void guest_drop(uint64_t key, uint64_t dev, uint64_t ino)
 			guest_lock_byte(fd, g->byte, F_OFD_SETLK, F_UNLCK);
 		*g = guests[--guest_n];
 	}
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 }
 
 bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
@@ -158,9 +161,9 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 	int fd, type;
 	bool mine;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	if (ours && guest_find(key, byte)) {
-		pthread_mutex_unlock(&lifeline_lock);
+		rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 		return true;
 	}
 	/* Kept open, as a guest keeps it: asked at every segment made
@@ -177,7 +180,7 @@ bool guest_present(uint64_t key, uint64_t dev, uint64_t ino, bool ours)
 		type = guest_lock_byte(fd, byte, F_OFD_GETLK, F_WRLCK);
 	if (fd >= 0 && !mine)
 		sys_close(fd);
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	/* A test that fails says nothing: count a guest, which costs only
 	 * the reservation. */
 	return type != F_UNLCK;
@@ -203,7 +206,7 @@ static int append_lock_try(uint64_t key, uint32_t byte, short type)
 {
 	int fd, rc = APPEND_NO_FD;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	errno = EBADF;
 	fd = lifeline_place_fd(key, type != F_UNLCK);
 	if (fd >= 0 && shm_lock_byte(fd, DIOSHIM_APPEND_BASE + byte,
@@ -211,7 +214,7 @@ static int append_lock_try(uint64_t key, uint32_t byte, short type)
 		rc = -1;
 	else if (fd >= 0)
 		rc = 0;
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	return rc;
 }
 
@@ -347,12 +350,12 @@ void guest_atfork_child(void)
 	int i, fd;
 
 	for (i = 0; i < guest_n; i++) {
-		pthread_mutex_lock(&lifeline_lock);
+		rank_lock(&lifeline_lock, LOCK_LIFELINE);
 		fd = guest_dir_fd(guests[i].key, true);
 		if (fd < 0 || guest_lock_byte(fd, guests[i].byte, F_OFD_SETLK,
 					      F_RDLCK))
 			log_msg("fork: cannot announce the child as a guest "
 				"writer (%s)", strerror(errno));
-		pthread_mutex_unlock(&lifeline_lock);
+		rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	}
 }

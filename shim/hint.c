@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "hint.h"
+#include "lockrank.h"
 
 #include "config.h"
 #include "lifeline.h"
@@ -155,7 +156,7 @@ static bool hints_ready(void)
 			return false;
 		break;
 	}
-	pthread_mutex_lock(&hint_lock);
+	rank_lock(&hint_lock, LOCK_HINT);
 	if (hint_state == HINT_NODIR)
 		hint_state = HINT_UNTRIED;
 	if (hint_state != HINT_UNTRIED)
@@ -183,7 +184,7 @@ static bool hints_ready(void)
 	__atomic_store_n(&hint_count, n, __ATOMIC_RELEASE);
 	__atomic_store_n(&hint_state, HINT_READY, __ATOMIC_RELEASE);
 out:
-	pthread_mutex_unlock(&hint_lock);
+	rank_unlock(&hint_lock, LOCK_HINT);
 	return hint_state == HINT_READY;
 }
 
@@ -251,7 +252,7 @@ static struct dioshim_hint *hint_find(uint64_t key, bool look_only,
 	*temp = false;
 	if (h)
 		return h;
-	pthread_mutex_lock(&hint_lock);
+	rank_lock(&hint_lock, LOCK_HINT);
 	for (i = 0; i < HINTS_EXTRA && hint_extra[i].h; i++)
 		if (hint_extra[i].key == key) {
 			h = hint_extra[i].h;
@@ -267,7 +268,7 @@ static struct dioshim_hint *hint_find(uint64_t key, bool look_only,
 		*temp = true;
 	}
 out:
-	pthread_mutex_unlock(&hint_lock);
+	rank_unlock(&hint_lock, LOCK_HINT);
 	return h;
 }
 
@@ -426,7 +427,7 @@ void hint_window_open(uint64_t key)
 	int saved = errno, fd;
 	unsigned *n;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	fd = lifeline_place_fd(key, true);
 	n = window_count(key);
 	/* Waits for a recount under way (a scan of the directory). */
@@ -436,7 +437,7 @@ void hint_window_open(uint64_t key)
 			 strerror(errno));
 	if (n)
 		++*n;
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	errno = saved;
 }
 
@@ -444,7 +445,7 @@ void hint_window_close(uint64_t key)
 {
 	int saved = errno, fd, i;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	fd = lifeline_place_fd(key, false);
 	for (i = 0; i < WINDOW_PLACES; i++)
 		if (windows[i].n && windows[i].key == key) {
@@ -452,7 +453,7 @@ void hint_window_close(uint64_t key)
 				count_lock(fd, F_OFD_SETLK, F_UNLCK);
 			break;
 		}
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	errno = saved;
 }
 
@@ -504,12 +505,12 @@ int hint_mine(uint64_t *keys, uint64_t *live, int max)
 
 void hint_atfork_prepare(void)
 {
-	pthread_mutex_lock(&hint_lock);
+	rank_lock(&hint_lock, LOCK_HINT);
 }
 
 void hint_atfork_release(void)
 {
-	pthread_mutex_unlock(&hint_lock);
+	rank_unlock(&hint_lock, LOCK_HINT);
 }
 
 /* In a fork child: the parent's windows are its own (their locks went

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "io.h"
+#include "lockrank.h"
 #include "serve.h"
 #include "grow.h"
 
@@ -159,11 +160,11 @@ static void append_done_position(struct ofd *o, int fd, ssize_t ret,
 		return;
 	/* The last one out sets the position; the lock orders it against
 	 * the last one out of a later batch. */
-	pthread_mutex_lock(&o->pos_lock);
+	rank_lock(&o->pos_lock, LOCK_POS);
 	cur = atomic_exchange(&o->append_end, 0);
 	if (cur)
 		sys_lseek(fd, (off_t)cur, SEEK_SET);
-	pthread_mutex_unlock(&o->pos_lock);
+	rank_unlock(&o->pos_lock, LOCK_POS);
 }
 
 static bool user_span(const void *base, size_t n)
@@ -509,7 +510,7 @@ static ssize_t write_once(struct ofd *o, const struct io_req *r,
 		goto out_unlock;
 	}
 	if (pos_locked)
-		pthread_mutex_lock(&o->pos_lock);
+		rank_lock(&o->pos_lock, LOCK_POS);
 	sh = inflight_enter_fd(f, r->fd);
 	if (!sh) {
 		ret = write_as_is(f, r, append, &err);
@@ -546,7 +547,7 @@ out_exit:
 	inflight_exit(sh);
 out_unlock:
 	if (pos_locked)
-		pthread_mutex_unlock(&o->pos_lock);
+		rank_unlock(&o->pos_lock, LOCK_POS);
 	guard_exit(&g, ret, err);
 	return ret;
 }
@@ -717,7 +718,7 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 		off_t p;
 
 		if (!reentrant)
-			pthread_mutex_lock(&o->pos_lock);
+			rank_lock(&o->pos_lock, LOCK_POS);
 		p = sys_lseek(r->fd, 0, SEEK_CUR);
 		pos = p < 0 ? 0 : (uint64_t)p;
 	}
@@ -762,7 +763,7 @@ ssize_t io_read(struct ofd *o, const struct io_req *r, bool reentrant)
 	}
 out:
 	if (!positional && !reentrant)
-		pthread_mutex_unlock(&o->pos_lock);
+		rank_unlock(&o->pos_lock, LOCK_POS);
 	guard_exit(&g, ret, err);
 	return ret;
 }

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "lifeline.h"
+#include "lockrank.h"
 
 #include "log.h"
 #include "shm.h"
@@ -97,7 +98,7 @@ void lifeline_register(uint64_t key, uint32_t token)
 {
 	int i, fd;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++)
 		if (lifelines[i].key == key)
 			goto out;
@@ -115,7 +116,7 @@ void lifeline_register(uint64_t key, uint32_t token)
 	lifelines[lifeline_n].fd = fd;
 	lifeline_n++;
 out:
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 }
 
 bool lifeline_held(uint64_t key, uint32_t token, bool *known)
@@ -124,7 +125,7 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known)
 	bool mine = false;
 
 	*known = false;
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++)
 		if (lifelines[i].key == key) {
 			fd = lifelines[i].fd;
@@ -137,7 +138,7 @@ bool lifeline_held(uint64_t key, uint32_t token, bool *known)
 						 F_WRLCK);
 	if (fd >= 0 && !mine)
 		sys_close(fd);
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	if (type < 0)
 		return true;
 	*known = true;
@@ -148,7 +149,7 @@ void lifeline_evict(int fd)
 {
 	int i, to;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++) {
 		if (lifelines[i].fd != fd)
 			continue;
@@ -168,7 +169,7 @@ void lifeline_evict(int fd)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 }
 
 bool lifeline_owns_fd(int fd)
@@ -206,6 +207,7 @@ int lifeline_kept(uint64_t kept, uint64_t also, uint64_t key,
 {
 	int i, fd;
 
+	lock_held(LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++)
 		if (lifelines[i].key == kept || lifelines[i].key == also)
 			return lifelines[i].fd;
@@ -226,6 +228,8 @@ int lifeline_kept(uint64_t kept, uint64_t also, uint64_t key,
 #define APPEND_KEY (1ull << 61)
 int lifeline_place_fd(uint64_t key, bool open_it)
 {
+	lock_held(LOCK_LIFELINE);
+
 	return lifeline_kept(key | APPEND_KEY, key, key, lifeline_open,
 			     open_it);
 }
@@ -251,7 +255,7 @@ uint64_t fd_keep(int fd)
 	uint64_t key = 0;
 	int to;
 
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	if (lifeline_n == LIFELINES_MAX || keeps_n == KEEPS_MAX)
 		goto out;
 	to = lifeline_move(fd);
@@ -263,7 +267,7 @@ uint64_t fd_keep(int fd)
 	lifeline_n++;
 	keeps_n++;
 out:
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	return key;
 }
 
@@ -274,11 +278,11 @@ int fd_kept(uint64_t key)
 
 	if (!key)
 		return -1;
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++)
 		if (lifelines[i].key == key)
 			fd = lifelines[i].fd;
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	return fd;
 }
 
@@ -288,7 +292,7 @@ void fd_unkeep(uint64_t key, bool close_it)
 
 	if (!key)
 		return;
-	pthread_mutex_lock(&lifeline_lock);
+	rank_lock(&lifeline_lock, LOCK_LIFELINE);
 	for (i = 0; i < lifeline_n; i++) {
 		if (lifelines[i].key != key)
 			continue;
@@ -298,7 +302,7 @@ void fd_unkeep(uint64_t key, bool close_it)
 		keeps_n--;
 		break;
 	}
-	pthread_mutex_unlock(&lifeline_lock);
+	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 }
 
 /*
@@ -314,5 +318,5 @@ void lifeline_forget_inherited(void)
 		sys_close(lifelines[i].fd);
 	lifeline_n = 0;
 	keeps_n = 0;
-	pthread_mutex_init(&lifeline_lock, NULL);
+	rank_reinit(&lifeline_lock);
 }

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "mem.h"
+#include "lockrank.h"
 #include "sys.h"
 
 #include <pthread.h>
@@ -26,7 +27,7 @@ void *mem_alloc(size_t size)
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		return p == MAP_FAILED ? NULL : p;
 	}
-	pthread_mutex_lock(&mem_lock);
+	rank_lock(&mem_lock, LOCK_MEM);
 	if ((size_t)(arena_end - arena_next) < size) {
 		char *a = sys_mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -40,16 +41,16 @@ void *mem_alloc(size_t size)
 		p = arena_next;
 		arena_next += size;
 	}
-	pthread_mutex_unlock(&mem_lock);
+	rank_unlock(&mem_lock, LOCK_MEM);
 	return p;
 }
 
 void mem_atfork_prepare(void)
 {
-	pthread_mutex_lock(&mem_lock);
+	rank_lock(&mem_lock, LOCK_MEM);
 }
 
 void mem_atfork_release(void)
 {
-	pthread_mutex_unlock(&mem_lock);
+	rank_unlock(&mem_lock, LOCK_MEM);
 }

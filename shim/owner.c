@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include "owner.h"
 
+#include "lockrank.h"
+
 #include "log.h"
 #include "lifeline.h"
 #include "sys.h"
@@ -233,13 +235,16 @@ int seg_lock_for(pthread_mutex_t *m, bool *recovered, int secs)
 		return EINVAL;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_sec += secs;
+	lock_want(lock_rank_of_seg(m), m);
 	rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &dl);
 	if (rc == EOWNERDEAD) {
 		/* The holder died: its critical section is ours to repair. */
 		pthread_mutex_consistent(m);
 		*recovered = true;
-		return 0;
+		rc = 0;
 	}
+	if (rc == 0)
+		lock_got(lock_rank_of_seg(m), m);
 	return rc;
 }
 
@@ -266,12 +271,15 @@ int seg_trylock(pthread_mutex_t *m, bool *recovered)
 	if (rc == EOWNERDEAD) {
 		pthread_mutex_consistent(m);
 		*recovered = true;
-		return 0;
+		rc = 0;
 	}
+	if (rc == 0)
+		lock_got(lock_rank_of_seg(m), m);
 	return rc;
 }
 
 void seg_unlock(pthread_mutex_t *m)
 {
+	lock_put(lock_rank_of_seg(m), m);
 	pthread_mutex_unlock(m);
 }

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "reserve.h"
+#include "lockrank.h"
 
 #include "config.h"
 #include "gap.h"
@@ -320,6 +321,7 @@ static enum reserve_result reserve_locked(struct shim_file *f, int fd,
 	struct dioshim_seg *seg = f->seg;
 	uint64_t phys, eof, start, chunk, new_phys, now;
 
+	lock_held(LOCK_EXT);
 	phys = atomic_load(&seg->phys);
 	if (end <= phys && !recovered)
 		return RESERVE_OK;

@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include "ring.h"
+#include "lockrank.h"
 
 #include "inflight.h"
 #include "abi.h"
@@ -246,6 +247,7 @@ static struct aop **deferred_place(uint64_t off)
 {
 	struct aop **pp = &deferred;
 
+	lock_held(LOCK_ASYNC);
 	while (*pp && (*pp)->t.off < off)
 		pp = &(*pp)->next;
 	return pp;
@@ -297,6 +299,7 @@ static bool aop_apply(struct aop *a, int64_t res)
 	struct aop **pp;
 	int st = wtx_settle(&a->t, -1, res);
 
+	lock_held(LOCK_ASYNC);
 	aop_count(a, res, st);
 	if (!(st & WTX_DEFERRED))
 		return true;
@@ -422,9 +425,9 @@ void async_poll_slow(void)
 	if (busy)
 		return;
 	busy_enter();
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	scan_locked();
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 	busy_exit(busy);
 	errno = saved;
 }
@@ -437,10 +440,10 @@ static void poll_try(void)
 	int saved = errno;
 
 	if (!atomic_load_explicit(&async_pending, memory_order_acquire) ||
-	    pthread_mutex_trylock(&async_lock))
+	    rank_trylock(&async_lock, LOCK_ASYNC))
 		return;
 	scan_locked();
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 	errno = saved;
 }
 
@@ -456,6 +459,7 @@ bool aop_reserve(unsigned n)
 	unsigned have = 0;
 	struct aop *a;
 
+	lock_held(LOCK_ASYNC);
 	for (a = aop_free; a && have < n; a = a->next)
 		have++;
 	for (; have < n; have++) {
@@ -478,11 +482,11 @@ bool aop_reserve(unsigned n)
 void lock_to_submit(void)
 {
 	for (;;) {
-		pthread_mutex_lock(&async_lock);
+		rank_lock(&async_lock, LOCK_ASYNC);
 		if (!sealed && !__atomic_load_n(&segment_exec_pending,
 						__ATOMIC_ACQUIRE))
 			return;
-		pthread_mutex_unlock(&async_lock);
+		rank_unlock(&async_lock, LOCK_ASYNC);
 		if (sealed)
 			sys_wait_for_the_end();
 		segment_exec_wait();
@@ -578,7 +582,7 @@ void ring_drop(enum ring_kind kind, uintptr_t handle)
 	int saved = errno, busy = busy_enter();
 	struct aring *r;
 
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	r = ring_find(kind, handle);
 	/* Another ring at the address of one freed without
 	 * io_uring_queue_exit: that one is not this call's to drop. */
@@ -592,7 +596,7 @@ void ring_drop(enum ring_kind kind, uintptr_t handle)
 			uring_drain(r);
 		ring_forget(r);
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 	busy_exit(busy);
 	errno = saved;
 }
@@ -603,7 +607,7 @@ void async_drain_all(bool for_good)
 {
 	struct aring *r;
 
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	sealed = for_good;
 	for (r = rings; r; r = r->next) {
 		if (!r->ops)
@@ -624,7 +628,7 @@ void async_drain_all(bool for_good)
 		wtx_publish_deferred(&a->t, true);
 		aop_release(a);
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 /* The parent's writes in flight, whose pins the child gives back once
@@ -654,7 +658,7 @@ void async_atfork_child(void)
 		a->next = child_drop;
 		child_drop = a;
 	}
-	pthread_mutex_init(&async_lock, NULL);
+	rank_reinit(&async_lock);
 	sealed = false;
 	rings = NULL;
 	aop_free = NULL;

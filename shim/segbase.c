@@ -15,6 +15,7 @@
 #include "dioshim.h"
 
 #include "config.h"
+#include "lockrank.h"
 #include "log.h"
 #include "mem.h"
 #include "owner.h"
@@ -159,6 +160,7 @@ static bool slot_back_by_fd(struct dioshim_seg *seg, uintptr_t from,
 	char path[PATH_MAX];
 	int fd, rc, err;
 
+	lock_held(LOCK_ATTACH);
 	if (seg_path_of(seg, path, sizeof(path)))
 		return false;
 	fd = sys_openat(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -255,6 +257,7 @@ int slot_claim(struct dioshim_seg *seg)
 {
 	int i, n = seg_slots(seg), free_slot = -1;
 
+	lock_held(LOCK_ATTACH);
 	for (i = 0; i < n; i++) {
 		struct dioshim_slot *s = &seg->slot[i];
 
@@ -294,6 +297,8 @@ int slot_claim(struct dioshim_seg *seg)
 
 void slot_release(struct dioshim_seg *seg, int i)
 {
+	lock_held(LOCK_ATTACH);
+
 	if (i < 0 || i >= seg_slots(seg))
 		return;
 	slot_free_if(seg, i, atomic_load(&seg->slot[i].owner.pid_start));
@@ -489,7 +494,7 @@ static void seg_note_path(struct dioshim_seg *seg, int fd)
 
 void seg_init_undo(void *map)
 {
-	pthread_mutex_unlock(&((struct dioshim_seg *)map)->attach_lock);
+	seg_unlock(&((struct dioshim_seg *)map)->attach_lock);
 }
 
 void seg_init(void *map, const void *argp)
@@ -521,7 +526,9 @@ void seg_init(void *map, const void *argp)
 	robust_init(&seg->commit_lock);
 	/* Held until the creator has recovered the file: an attacher that
 	 * finds the new segment waits for it in seg_join. */
+	lock_want(LOCK_ATTACH, &seg->attach_lock);
 	pthread_mutex_lock(&seg->attach_lock);
+	lock_got(LOCK_ATTACH, &seg->attach_lock);
 	seg_note_path(seg, arg->fd);
 	owner_set_self(&seg->creator);
 	*arg->slot = 0;
@@ -539,6 +546,8 @@ void seg_init(void *map, const void *argp)
  * unlink, the name may be a new segment's. */
 void seg_retire(struct dioshim_seg *seg, const char *path)
 {
+	lock_held(LOCK_ATTACH);
+
 	if (atomic_load(&seg->state) == DIOSHIM_SEG_DEAD)
 		return;
 	atomic_store(&seg->state, DIOSHIM_SEG_DEAD);

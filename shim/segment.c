@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "segment.h"
+#include "lockrank.h"
 
 #include "dioshim.h"
 
@@ -271,6 +272,7 @@ static bool barrier_hold_new(struct dioshim_seg *seg)
 {
 	bool recovered;
 
+	lock_held(LOCK_ATTACH);
 	if (!seg_lock(&seg->barrier_lock, &recovered))
 		return false;
 	/* Its words wait for the guests' writes: CHANGING, so that its
@@ -348,6 +350,7 @@ static void attach_made(struct attach *a, uint64_t key)
 	struct dioshim_seg *seg = a->seg;
 	const struct file_id *id = a->id;
 
+	lock_held(LOCK_ATTACH);
 	hint_published(key);
 	if (!hook_first_in(seg, a->fd))
 		atomic_store(&seg->exact, 1);
@@ -551,7 +554,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 	if (segment_path_of(a.path, sizeof(a.path), id->dev, id->ino,
 			    id->mode, id->gid, a.create))
 		return NULL;
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	f = file_find(id);
 	if (!f && attach_decide(&a)) {
 		attach_seg(&a);
@@ -564,7 +567,7 @@ struct shim_file *segment_attach_pin(int fd, const struct file_id *id,
 		guest_drop(pin->key, pin->dev, pin->ino);
 		pin->held = false;
 	}
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 	if (f)
 		attach_settle(f, fd, a.wait_guests);
 	return f;
@@ -618,6 +621,7 @@ static void file_detach(struct shim_file *f, int fd)
 	struct shim_file **pp;
 	char path[PATH_MAX];
 
+	lock_held(LOCK_FILES);
 	for (pp = &files_head; *pp; pp = &(*pp)->next) {
 		if (*pp == f) {
 			*pp = f->next;
@@ -658,7 +662,7 @@ void segment_exec_release(struct shim_file *f, int fd)
 	struct dioshim_seg *seg = f->seg;
 	char path[PATH_MAX];
 
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	if (f->slot < 0 || f->exec_released)
 		goto out;
 	/* New writes step back while the exec is pending (enter()). */
@@ -675,7 +679,7 @@ void segment_exec_release(struct shim_file *f, int fd)
 		seg_retire(seg, path);
 	seg_unlock(&seg->attach_lock);
 out:
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }
 
 /* segment_exec_pending is defined in hot.c. */
@@ -693,7 +697,7 @@ bool segment_exec_revive(struct shim_file *f, struct shim_file *g)
 	struct dioshim_seg *old;
 	bool done = false;
 
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	/* Only a fresh attachment of the file's new segment: one that other
 	 * descriptors share already stays theirs. */
 	if (g && g != f && g->refs == 1 && g->slot >= 0 && f->exec_released) {
@@ -706,7 +710,7 @@ bool segment_exec_revive(struct shim_file *f, struct shim_file *g)
 		g->exec_released = true;
 		done = true;
 	}
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 	return done;
 }
 
@@ -716,7 +720,7 @@ bool segment_exec_undo(struct shim_file *f)
 	bool ok = false;
 	int slot;
 
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	if (!f->exec_released) {
 		ok = true;
 		goto out;
@@ -733,15 +737,15 @@ bool segment_exec_undo(struct shim_file *f)
 	}
 	seg_unlock(&seg->attach_lock);
 out:
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 	return ok;
 }
 
 void segment_get(struct shim_file *f)
 {
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	f->refs++;
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }
 
 /* Under files_lock: the last reference went; fd (or the kept copy) is
@@ -767,7 +771,7 @@ static void file_last_put(struct shim_file *f, int fd)
 
 void segment_put(struct shim_file *f, int fd)
 {
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	if (--f->refs == 0) {
 		file_last_put(f, fd);
 	} else if (f->refs == 1 && f->pinned && fd >= 0 && !f->kept) {
@@ -778,36 +782,36 @@ void segment_put(struct shim_file *f, int fd)
 			log_msg("closed with writes in flight, and no room to "
 				"keep it: its reserved tail stays");
 	}
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }
 
 void segment_pin(struct shim_file *f)
 {
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	f->refs++;
 	f->pinned = true;
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }
 
 void segment_unpin(struct shim_file *f)
 {
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	f->pinned = false;
 	if (--f->refs == 0)
 		file_last_put(f, -1);
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }
 
 void segment_atfork_prepare(void)
 {
 	/* The order every path takes them in: files_lock -> hint_lock. */
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	hint_atfork_prepare();
 }
 
 void segment_atfork_parent(void)
 {
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 	hint_atfork_release();
 }
 
@@ -815,13 +819,13 @@ void segment_atfork_child(void)
 {
 	struct shim_file *f, **pp;
 
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 	hint_atfork_release();
 	owner_refresh();
 	lifeline_forget_inherited();
 	hint_atfork_child();
 	guest_atfork_child();
-	pthread_mutex_lock(&files_lock);
+	rank_lock(&files_lock, LOCK_FILES);
 	/* The child holds the parent's fds: it is a user of each file too. */
 	for (pp = &files_head; (f = *pp);) {
 		int slot = -1;
@@ -853,5 +857,5 @@ void segment_atfork_child(void)
 		}
 		pp = &f->next;
 	}
-	pthread_mutex_unlock(&files_lock);
+	rank_unlock(&files_lock, LOCK_FILES);
 }

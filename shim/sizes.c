@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "sizes.h"
+#include "lockrank.h"
 #include "abi.h"
 #include "fdtable.h"
 #include "guard.h"
@@ -46,7 +47,7 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 
 	guard_enter(&g, false);
 	if (!reentrant)
-		pthread_mutex_lock(&o->pos_lock);
+		rank_lock(&o->pos_lock, LOCK_POS);
 	if (whence == SEEK_END) {
 		/* The kernel: eof + off, EINVAL below zero (or on overflow),
 		 * its own limit checked by the SEEK_SET that follows. */
@@ -85,7 +86,7 @@ off_t io_lseek(struct ofd *o, int fd, off_t off, int whence, bool reentrant)
 			ret = sys_lseek(fd, (off_t)eof, SEEK_SET);
 	}
 	if (!reentrant)
-		pthread_mutex_unlock(&o->pos_lock);
+		rank_unlock(&o->pos_lock, LOCK_POS);
 	guard_exit(&g, ret, err);
 	return ret;
 }

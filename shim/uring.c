@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "batch.h"
+#include "lockrank.h"
 
 #include "abi.h"
 #include "io.h"
@@ -445,6 +446,7 @@ static bool uring_reserve(struct batch *b, struct io_uring *ring,
 {
 	unsigned i, n = 0;
 
+	lock_held(LOCK_ASYNC);
 	for (i = uring_first(ring, r); i != ring->sq.sqe_tail; i++) {
 		uint8_t op = uring_sqe(ring, i)->opcode;
 
@@ -481,7 +483,7 @@ static int uring_before(struct io_uring *ring, struct batch *b)
 	if (r) {
 		ring_scan(r);
 		if (!uring_reserve(b, ring, r)) {
-			pthread_mutex_unlock(&async_lock);
+			rank_unlock(&async_lock, LOCK_ASYNC);
 			batch_end(b);
 			log_once("no memory for the books of an io_uring "
 				 "submission: refused (ENOMEM)");
@@ -491,7 +493,7 @@ static int uring_before(struct io_uring *ring, struct batch *b)
 		uring_prepare(b, ring, r);
 		r->leftovers = false;
 	}
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 	return 1;
 }
 
@@ -518,7 +520,7 @@ static void uring_leftovers(struct io_uring *ring, struct batch *b)
 	if (kh == kt || kt - kh > *ring->sq.kring_entries)
 		return;
 	batch_release(b);
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (!r)
 		goto out;
@@ -566,7 +568,7 @@ static void uring_leftovers(struct io_uring *ring, struct batch *b)
 	}
 	r->leftovers = true;
 out:
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 /* After the real call (its result ret): drop the batch, apply what

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "ring.h"
+#include "lockrank.h"
 
 #include "real.h"
 
@@ -28,7 +29,7 @@ static void files_set(struct io_uring *ring, unsigned size, unsigned off,
 	for (i = 0; fds && i < nr; i++)
 		if (fds[i] >= 0)
 			fdtable_engage_fd(fds[i]);
-	pthread_mutex_lock(&async_lock);
+	rank_lock(&async_lock, LOCK_ASYNC);
 	r = ring_get(RING_URING, (uintptr_t)ring);
 	if (r && size > r->nfiles) {
 		int *t = realloc(r->files, size * sizeof(int));
@@ -42,7 +43,7 @@ static void files_set(struct io_uring *ring, unsigned size, unsigned off,
 	}
 	for (i = 0; r && i < nr && off + i < r->nfiles; i++)
 		r->files[off + i] = fds ? fds[i] : -1;
-	pthread_mutex_unlock(&async_lock);
+	rank_unlock(&async_lock, LOCK_ASYNC);
 }
 
 EXPORT int io_uring_register_files(struct io_uring *ring, const int *files,
@@ -104,14 +105,14 @@ EXPORT int io_uring_unregister_files(struct io_uring *ring)
 	struct aring *r;
 
 	if (ret == 0) {
-		pthread_mutex_lock(&async_lock);
+		rank_lock(&async_lock, LOCK_ASYNC);
 		r = ring_find(RING_URING, (uintptr_t)ring);
 		if (r) {
 			free(r->files);
 			r->files = NULL;
 			r->nfiles = 0;
 		}
-		pthread_mutex_unlock(&async_lock);
+		rank_unlock(&async_lock, LOCK_ASYNC);
 	}
 	return ret;
 }

@@ -102,9 +102,8 @@ int main(void)
 	CHECK_EQ(atomic_load(&f->seg->barrier), 0);
 
 	/* A child dies inside a write, its count held. */
-	kid = fork();
+	kid = unit_fork();
 	if (kid == 0) {
-		segment_atfork_child();
 		if (f->slot < 0 || !inflight_enter(f))
 			_exit(1);
 		raise(SIGKILL);
@@ -120,9 +119,8 @@ int main(void)
 	alarm(0);
 
 	/* A raiser that dies with the barrier up: writers go on. */
-	kid = fork();
+	kid = unit_fork();
 	if (kid == 0) {
-		segment_atfork_child();
 		if (f->slot < 0 || !barrier_raise(f))
 			_exit(1);
 		raise(SIGKILL);

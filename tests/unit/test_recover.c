@@ -122,12 +122,11 @@ static void die_in_truncate(struct shim_file *f, int fd, uint64_t len,
 			    bool changing)
 {
 	int status;
-	pid_t kid = fork();
+	pid_t kid = unit_fork();
 
 	if (kid == 0) {
 		bool recovered;
 
-		segment_atfork_child();
 		if (f->slot < 0 || !barrier_raise_fd(f, fd) ||
 		    !seg_lock(&f->seg->ext_lock, &recovered))
 			_exit(1);

@@ -82,10 +82,9 @@ static void test_create_share_detach(void)
 
 	/* A child is a second user; when it dies without detaching, the
 	 * parent's detach still finds itself last. */
-	pid_t kid = fork();
+	pid_t kid = unit_fork();
 
 	if (kid == 0) {
-		segment_atfork_child();
 		_exit(f->slot >= 0 &&
 				      atomic_load(&f->seg->users) == 2
 			      ? 0
@@ -300,13 +299,8 @@ static void test_many_processes(void)
 
 	CHECK(pipe(go) == 0 && pipe(ready) == 0);
 	for (i = 0; i < MANY; i++) {
-		/* As the library's atfork handlers do. */
-		segment_atfork_prepare();
-		kids[i] = fork();
-		if (kids[i] != 0)
-			segment_atfork_parent();
+		kids[i] = unit_fork();
 		if (kids[i] == 0) {
-			segment_atfork_child();
 			close(go[1]);
 			close(ready[0]);
 			f = segment_attach(fd, &id, true);

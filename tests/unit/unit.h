@@ -105,4 +105,20 @@ static inline int unit_file(const char *name, off_t size, char *path,
 	return fd;
 }
 
+/* fork(2) with the segment layer's fork handlers run around it, as the
+ * library's pthread_atfork handlers run them (the unit programs link no
+ * wrappers): the child is a user of every file the parent has. */
+static inline pid_t unit_fork(void)
+{
+	pid_t pid;
+
+	segment_atfork_prepare();
+	pid = fork();
+	if (pid == 0)
+		segment_atfork_child();
+	else
+		segment_atfork_parent();
+	return pid;
+}
+
 #endif
