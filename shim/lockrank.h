@@ -13,6 +13,12 @@
  * inversion the first time it happens rather than the day two threads
  * meet in it.  The release build compiles all of it to nothing.
  *
+ * Not mutexes, so not here: the extent-lock stripes (rangelock.c: taken
+ * after the in-flight count and before ext_lock, held across the kernel's
+ * write), the barrier (writers hold no lock while they wait for it), and
+ * the file's append lock (guest.c: an OFD lock, after ext_lock, which a
+ * guest takes alone).
+ *
  * Layer L0: calls nothing but libc.
  */
 #ifndef DIOSHIM_LOCKRANK_H

@@ -56,41 +56,38 @@ trap 'exit 130' INT TERM
 pass=0 fail=0 skip=0
 failed=() suite_times=() test_times=()
 
+# Count one program's result (0 pass, 77 skip, else fail) and print it;
+# "said" adds its last line to a pass too (what a check found).
+count() {
+	local name=$1 rc=$2 out=$3 said=${4:-}
+	case $rc in
+	0) pass=$((pass + 1)); echo "ok      $name${said:+: ${out##*$'\n'}}" ;;
+	77) skip=$((skip + 1)); echo "skip    $name: ${out##*$'\n'}" ;;
+	*) fail=$((fail + 1)); failed+=("$name")
+	   echo "FAIL    $name (exit $rc)"; printf '%s\n' "$out" | sed 's/^/        /' | tail -40 ;;
+	esac
+}
+
 # Unit programs of BUILD, or of the debug build with "debug".
 run_unit() {
-	local t name rc out build=$BUILD prefix=unit
+	local t out build=$BUILD prefix=unit
 	if [ "${1:-}" = debug ]; then
 		[ -n "${DEBUG_BUILD:-}" ] || return 0
 		build=$DEBUG_BUILD prefix=unit-debug
 	fi
 	for t in "$build"/tests/unit/test_*; do
 		[ -x "$t" ] || continue
-		name=$prefix/$(basename "$t")
 		out=$(timeout 300 "$t" 2>&1)
-		rc=$?
-		case $rc in
-		0) pass=$((pass + 1)); echo "ok      $name" ;;
-		77) skip=$((skip + 1)); echo "skip    $name: ${out##*$'\n'}" ;;
-		*) fail=$((fail + 1)); failed+=("$name")
-		   echo "FAIL    $name (exit $rc)"; printf '%s\n' "$out" | sed 's/^/        /' | tail -40 ;;
-		esac
+		count "$prefix/$(basename "$t")" $? "$out"
 	done
 }
 
-# The checks of the house (tests/checks/: layers, sizes, exports), as unit
-# programs are counted: 0 pass, 1 fail, 77 skip.
+# The checks of the house (tests/checks/: layers, sizes, exports).
 run_checks() {
-	local t name rc out
+	local t out
 	for t in tests/checks/*.sh; do
-		name=check/$(basename "$t" .sh)
 		out=$(BUILD=$BUILD "$t" 2>&1)
-		rc=$?
-		case $rc in
-		0) pass=$((pass + 1)); echo "ok      $name: ${out##*$'\n'}" ;;
-		77) skip=$((skip + 1)); echo "skip    $name: ${out##*$'\n'}" ;;
-		*) fail=$((fail + 1)); failed+=("$name")
-		   echo "FAIL    $name (exit $rc)"; printf '%s\n' "$out" | sed 's/^/        /' | tail -40 ;;
-		esac
+		count "check/$(basename "$t" .sh)" $? "$out" said
 	done
 }
 
