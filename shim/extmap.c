@@ -2,6 +2,8 @@
 /*
  * The extent map, read in batches with the raw ioctl (the shim's own
  * calls never go through the interposed symbols).
+ *
+ * Layer L0: calls only the kernel (FIEMAP through sys.h).
  */
 #define _GNU_SOURCE
 #include "extmap.h"

@@ -17,6 +17,9 @@
  * syscall) leaves a stale entry until the number is reused: an open through
  * the shim replaces it, and its segment reference is then dropped without a
  * trim, since the number now names another file.
+ *
+ * Layer L4, its bottom: calls segment membership, hints and guests
+ * (L1), the barrier's settling (L2), L0.
  */
 #define _GNU_SOURCE
 #include "fdtable.h"

@@ -13,6 +13,9 @@
  * order, from a page boundary: the first chunk of the fd table comes
  * last, and its first few hundred entries share the page
  * (test_fdtable checks the layout).  Each is declared where it belongs.
+ *
+ * Layer L0: data only; it includes the headers of the layers whose
+ * variables it places, for their types (shim/layers says why).
  */
 #define _GNU_SOURCE
 #include "fdtable.h"

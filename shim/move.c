@@ -32,6 +32,10 @@
  * and prefill; the record after a move is reserve.c's, reached through
  * segment_hooks (segment_moved).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
  * publish, move, reserve, space; lifecycle on top.
+ *
+ * Layer L2, above publish.c: calls the EOF publishing, prefill, owners
+ * and the segment's base (L1); the reservation only through
+ * segment_hooks (segment_moved).
  */
 #define _GNU_SOURCE
 #include "move.h"

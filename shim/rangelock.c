@@ -49,6 +49,8 @@
  * Layer L2, above gap; calls only L1 (owners, segment slots and lazy
  * pages) and L0.  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
  * publish, move, reserve, space; lifecycle on top.
+ *
+ * Layer L2: calls owners and segment membership (L1), L0.
  */
 #define _GNU_SOURCE
 #include "rangelock.h"

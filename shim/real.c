@@ -6,6 +6,8 @@
  * opens a file), so every wrapper makes sure the library is initialised
  * first (lib.h); resolution runs once, under pthread_once.  Only
  * symbols glibc 2.36 exports are named: dlsym of a missing name mallocs.
+ *
+ * Layer L0: calls only the dynamic linker (dlsym, dlvsym).
  */
 #define _GNU_SOURCE
 #include "real.h"

@@ -2,6 +2,8 @@
 /*
  * The shim's own system calls, the slow halves (sys.h): an answer read
  * through another call when the first keeps failing.
+ *
+ * Layer L0: calls only the raw entry (entry.c) and libc.
  */
 #define _GNU_SOURCE
 #include "sys.h"

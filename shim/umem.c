@@ -33,6 +33,8 @@
  * the way io_submit's own copy would, a write-only page included.  An
  * iocb must be writable too (the kernel stores its key in it, and the
  * shim rewrites appends): madvise(MADV_POPULATE_WRITE) asks.
+ *
+ * Layer L0: calls only the kernel (sys.h).
  */
 #define _GNU_SOURCE
 #include "sys.h"

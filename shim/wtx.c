@@ -2,6 +2,9 @@
 /*
  * One write transaction: the claim before the kernel's call and the
  * settling after it, for every path of a write (see wtx.h).
+ *
+ * Layer L3: calls the mechanisms (L2: reserve, publish, move, prefill)
+ * and L0; never the I/O paths above it.
  */
 #define _GNU_SOURCE
 #include "wtx.h"

@@ -2,8 +2,9 @@
 # layers.sh: the layering of shim/ (DESIGN.md 8), from the objects' symbols
 # and shim/layers, the one rank table.  Fails on a reference from a lower
 # layer to a higher one, on any cycle (also inside one layer), on an
-# #include of a higher layer's header, and on an object the table does not
-# rank.  Exit 0 pass, 1 fail, 77 skip (no objects or no nm).
+# #include of a higher layer's header, on an object the table does not
+# rank, and on a file whose head comment names another layer than the
+# table's.  Exit 0 pass, 1 fail, 77 skip (no objects or no nm).
 #   BUILD=build tests/checks/layers.sh      (-v: print every edge)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 obj=${BUILD:-$top/build}/obj
@@ -21,6 +22,15 @@ done <"$table"
 
 bad=0
 fail() { echo "$*"; bad=1; }
+
+# Each file's head comment says its layer first, as the table does.
+for f in "$top"/shim/*.c; do
+	m=$(basename "$f" .c)
+	said=$(awk 'NR == 1 { next } { print } /\*\/$/ { exit }' "$f" |
+		grep -o '\bL[0-5]\b' | head -n 1)
+	[ -z "${rank[$m]}" ] || [ "$said" = "L${rank[$m]}" ] ||
+		fail "shim/$m.c: its head says ${said:-no layer}, shim/layers L${rank[$m]}"
+done
 
 # Symbol edges: "from to symbol", for the library's objects.
 edges=$(for o in "$obj"/*.o; do
