@@ -17,8 +17,7 @@
  * Lock order: commit_lock is taken with no other segment lock held.
  *
  * Layer L2, above rangelock; calls only L1 (owner's locks) and L0.
- * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * The order inside L2 is shim/layers'.
  */
 #define _GNU_SOURCE
 #include "commit.h"

@@ -14,7 +14,8 @@ extern pthread_mutex_t fdt_lock;
 /* fdt_mark (hot.c): the objects quiet entries point at, never written:
  * no file, no pin, no flags — what the fast paths read says "the
  * kernel's".  A fork child's inherited quiet entries point at the second:
- * woken, the description may be its parent's too (the `shared` of an inherited ofd).  The third
+ * woken, the description may be its parent's too (the `shared` of an
+ * inherited ofd).  The third
  * marks an entry being looked at under fdt_lock (wake_begin); the fourth
  * a descriptor whose close is under way (fdtable_close to
  * fdtable_closed): its file may be leaving, and a call that finds it

@@ -3,8 +3,7 @@
  * Gaps (gap.h): a few ranges per segment, merged when they touch.
  *
  * Layer L2, above recover (recover_reopen); calls L1 and L0.
- * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * The order inside L2 is shim/layers'.
  */
 #define _GNU_SOURCE
 #include "gap.h"

@@ -393,7 +393,8 @@ uint64_t hint_budget_add(uint64_t key, uint64_t dev, int64_t delta)
 /* This process's open windows, by place: our threads share one lock
  * through one descriptor, which goes when the last of them closes its
  * window (a place past the table keeps its lock: no recount there while
- * we live, which costs only the recount).  Under lifeline_lock (hint_window_open). */
+ * we live, which costs only the recount).  Under lifeline_lock
+ * (hint_window_open). */
 #define WINDOW_PLACES 8
 static struct {
 	uint64_t key;

@@ -23,8 +23,8 @@
  *
  * Layer L2, above commit; calls L1 (segments, owners) and L0.  A
  * repair of the words after a raiser's death is lifecycle.c's, reached
- * through segment_hooks (segment_words_repair).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * through segment_hooks (segment_words_repair).  (The order
+ * inside L2 is shim/layers'.)
  */
 #define _GNU_SOURCE
 #include "inflight.h"

@@ -11,8 +11,7 @@
  *
  * Layer L2, its top: may call every mechanism of L2, L1 and L0; the
  * segment layer calls it only through the hooks registered here.
- * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * The order inside L2 is shim/layers'.
  */
 #define _GNU_SOURCE
 #include "segment.h"

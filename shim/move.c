@@ -30,8 +30,8 @@
  *
  * Layer L2, above publish (eof_publish_at, eof_wake, publish_blocked)
  * and prefill; the record after a move is reserve.c's, reached through
- * segment_hooks (segment_moved).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * segment_hooks (segment_moved).  (The order
+ * inside L2 is shim/layers'.)
  *
  * Layer L2, above publish.c: calls the EOF publishing, prefill, owners
  * and the segment's base (L1); the reservation only through

@@ -22,8 +22,7 @@
  * Lock order: ext_lock only to grow the chunk, never around the fallocate.
  *
  * Layer L2, above inflight (inflight_engaged); calls L1 and L0 (extmap).
- * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * The order inside L2 is shim/layers'.
  */
 #define _GNU_SOURCE
 #include "prefill.h"

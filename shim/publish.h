@@ -80,8 +80,8 @@ void eof_wake(struct dioshim_seg *seg);
 #define APPEND_GIVE_UP_NS 120000000000ull
 bool publish_blocked(struct dioshim_seg *seg);
 
-/* eof_publish_in_order for an asynchronous append, reaped by a thread that may hold
- * earlier ones not yet reaped: it never waits; whoever brings eof to off
+/* eof_publish_in_order for an asynchronous append, reaped by a thread that
+ * may hold earlier ones not yet reaped: it never waits; whoever brings eof to off
  * carries it on to end.  False, having done nothing, when the done ring
  * is full: the caller keeps the range and tries again later. */
 bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);

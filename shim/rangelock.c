@@ -47,8 +47,8 @@
  * ext_lock (the reservation), and held across the kernel's write.
  *
  * Layer L2, above gap; calls only L1 (owners, segment slots and lazy
- * pages) and L0.  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * pages) and L0.  (The order
+ * inside L2 is shim/layers'.)
  *
  * Layer L2: calls owners and segment membership (L1), L0.
  */

@@ -17,8 +17,8 @@
  * over the reserved, unwritten blocks.
  *
  * Layer L2, its bottom: calls L1 (the record, segments) and L0 (extmap,
- * log, sys).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * log, sys).  (The order
+ * inside L2 is shim/layers'.)
  */
 #define _GNU_SOURCE
 #include "recover.h"

@@ -15,8 +15,8 @@
  *
  * Layer L2, above move (move_wait), publish, prefill, inflight, gap and
  * recover; a recount of the budget is space.c's, reached through
- * segment_hooks (segment_budget_recount).  L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * segment_hooks (segment_budget_recount).  (The order
+ * inside L2 is shim/layers'.)
  */
 #define _GNU_SOURCE
 #include "reserve.h"

@@ -18,8 +18,7 @@
  *
  * Layer L2, above reserve (reserve_trim), inflight and recover; walks
  * the segments through L1 (segment_walk, segment_peek, segment_attach).
- * L2 order, bottom up: recover, gap, rangelock, commit, inflight, prefill,
- * publish, move, reserve, space; lifecycle on top.
+ * The order inside L2 is shim/layers'.
  */
 #define _GNU_SOURCE
 #include "space.h"

@@ -10,7 +10,8 @@
  * destructive is done on a word's say alone (a trim re-checks with fstat and
  * SEEK_DATA first).
  *
- * Lock order, for every process that takes more than one:
+ * Lock order, for every process that takes more than one (shim/lockrank.h
+ * ranks these and the library's own locks):
  *	attach_lock -> barrier_lock -> (drain) -> ext_lock -> the file's
  *	append lock (DIOSHIM_APPEND_BASE, which a guest takes alone)
  * Writers hold no segment lock while they wait for the barrier, so a barrier
