@@ -13,12 +13,26 @@ command -v nm >/dev/null || { echo "nm is not installed"; exit 77; }
 command -v tsort >/dev/null || { echo "tsort is not installed"; exit 77; }
 ls "$obj"/*.o >/dev/null 2>&1 || { echo "no objects in $obj: make first"; exit 77; }
 
-# module -> layer
-declare -A rank
+# module -> layer, and its place in the table (bottom up)
+declare -A rank pos
+n=0
 while read -r mod layer _; do
 	case $mod in ''|'#'*) continue ;; esac
 	rank[$mod]=${layer#L}
+	pos[$mod]=$((n += 1))
 done <"$table"
+
+# An edge from -> to (what: symbol or "includes x.h") is down or level;
+# level only to a module listed before from.
+check_edge() {
+	local from=$1 to=$2 what=$3
+	[ -n "${rank[$from]}" ] && [ -n "${rank[$to]}" ] || return 0
+	if [ "${rank[$from]}" -lt "${rank[$to]}" ]; then
+		fail "up: $from (L${rank[$from]}) -> $to (L${rank[$to]}): $what"
+	elif [ "${pos[$from]}" -lt "${pos[$to]}" ]; then
+		fail "up inside L${rank[$from]}: $from -> $to, listed after it: $what"
+	fi
+}
 
 bad=0
 fail() { echo "$*"; bad=1; }
@@ -58,16 +72,12 @@ incs=$(cd "$top/shim" && grep -H '^#include "' *.c *.h 2>/dev/null |
 
 while read -r from to sym; do
 	[ -n "$from" ] || continue
-	[ -n "${rank[$to]}" ] || continue
-	[ "${rank[$from]:-9}" -ge "${rank[$to]}" ] ||
-		fail "up: $from (L${rank[$from]}) -> $to (L${rank[$to]}): $sym"
-	[ "$1" = -v ] && echo "$from -> $to: $sym"
+	check_edge "$from" "$to" "$sym"
+	[ "${1:-}" = -v ] && echo "$from -> $to: $sym"
 done <<<"$edges"
 while read -r from to; do
 	[ -n "$from" ] || continue
-	[ -n "${rank[$from]}" ] && [ -n "${rank[$to]}" ] || continue
-	[ "${rank[$from]}" -ge "${rank[$to]}" ] ||
-		fail "up: $from (L${rank[$from]}) includes $to.h (L${rank[$to]})"
+	check_edge "$from" "$to" "includes $to.h"
 done <<<"$incs"
 
 # Cycles, symbols and includes together: tsort names the modules of each
@@ -83,5 +93,5 @@ if [ -n "$loops" ]; then
 			k = $1 " -> " $2; e[k] = e[k] " " $3 }
 			END { for (k in e) print "  " k ":" e[k] }' | sort
 fi
-[ $bad -eq 0 ] && echo "$(wc -l <<<"$edges") references, every one downward or level, no cycle"
+[ $bad -eq 0 ] && echo "$(wc -l <<<"$edges") references and $(wc -l <<<"$incs") includes, each down the table, no cycle"
 exit $bad
