@@ -22,11 +22,10 @@ bool io_kernel_ready(void)
 	if (r)
 		return r == 1;
 	r = 2;
-	fd = (int)sys_call(SYS_memfd_create, "dioshim-probe", 1u /* CLOEXEC */);
+	fd = sys_memfd_create("dioshim-probe", 1u /* CLOEXEC */);
 	if (fd >= 0) {
 		if (sys_fcntl(fd, F_SETFL, O_APPEND) == 0 &&
-		    sys_call(SYS_pwritev2, fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) ==
-			    1 &&
+		    sys_pwritev2(fd, &iov, 1, 1L, 0L, RWF_NOAPPEND) == 1 &&
 		    sys_lseek(fd, 0, SEEK_END) == 2)
 			r = 1;
 		sys_close(fd);

@@ -33,7 +33,7 @@ bool extmap_walk(int fd, uint64_t from, uint64_t to, extmap_fn fn, void *arg)
 		u.fm.fm_start = pos;
 		u.fm.fm_length = to - pos;
 		u.fm.fm_extent_count = BATCH;
-		if (sys_call(SYS_ioctl, fd, FS_IOC_FIEMAP, &u.fm))
+		if (sys_ioctl(fd, FS_IOC_FIEMAP, &u.fm))
 			return false;
 		n = u.fm.fm_mapped_extents;
 		if (!n || n > BATCH)

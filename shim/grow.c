@@ -68,7 +68,7 @@ static bool zero_range_known(struct shim_file *f, int fd)
 		return true;
 	if (f->fs_bit == CONFIG_FS_XFS ||
 	    (f->fs_bit == CONFIG_FS_EXT4 &&
-	     sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
+	     sys_ioctl(fd, FS_IOC_GETFLAGS, &attr) == 0 &&
 	     (attr & FS_EXTENT_FL))) {
 		atomic_store_explicit(&f->zero_range_ok, true,
 				      memory_order_relaxed);
@@ -122,8 +122,7 @@ static enum serve serve_check(struct shim_file *f, int fd, unsigned what,
 	    (stx.stx_mode & (S_ISUID | S_ISGID)) ||
 	    sys_has_xattr(fd, "security.capability"))
 		return SERVE_NO;
-	if (sys_call(SYS_ioctl, fd, FS_IOC_GETFLAGS, &attr) == 0 &&
-	    (attr & FS_SYNC_FL))
+	if (sys_ioctl(fd, FS_IOC_GETFLAGS, &attr) == 0 && (attr & FS_SYNC_FL))
 		return SERVE_SYNC;
 	return dsync ? SERVE_SYNC : SERVE_YES;
 }

@@ -56,8 +56,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	umem_atfork_child();
-	__atomic_store_n(&lib_pid, (pid_t)sys_call(SYS_getpid),
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&lib_pid, sys_getpid(), __ATOMIC_RELAXED);
 	EACH_FORK_HOOKS(h)
 		(*h)->child();
 	/* A child forked while another thread exits (an atexit handler's
@@ -72,8 +71,7 @@ static void lib_init_once(void)
 	 * application's. */
 	int saved = errno;
 
-	__atomic_store_n(&lib_pid, (pid_t)sys_call(SYS_getpid),
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&lib_pid, sys_getpid(), __ATOMIC_RELAXED);
 	real_resolve();
 	config_load();
 	if (!config.disable)
@@ -91,7 +89,7 @@ __attribute__((noinline)) bool vfork_child_slow(void)
 {
 	pid_t me = __atomic_load_n(&lib_pid, __ATOMIC_RELAXED);
 
-	return me && (pid_t)sys_call(SYS_getpid) != me;
+	return me && sys_getpid() != me;
 }
 
 /* Another thread is leaving our files for an exec: an I/O call waits

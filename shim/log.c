@@ -54,14 +54,14 @@ void log_msg(const char *fmt, ...)
 	line[n++] = '\n';
 
 	if (!strcmp(log_path, "stderr")) {
-		sys_call(SYS_write, 2, line, (size_t)n);
+		sys_write(2, line, (size_t)n);
 	} else {
-		fd = (int)sys_call(SYS_openat, AT_FDCWD, log_path,
-				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-				  0644);
+		fd = sys_openat_once(AT_FDCWD, log_path,
+				     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				     0644);
 		if (fd >= 0) {
-			sys_call(SYS_write, fd, line, (size_t)n);
-			sys_call(SYS_close, fd);
+			sys_write(fd, line, (size_t)n);
+			sys_close(fd);
 		}
 	}
 	errno = saved;

@@ -66,8 +66,7 @@ static void nap(void)
 static void move_changed(struct dioshim_seg *seg)
 {
 	atomic_fetch_add(&seg->move.seq, 1);
-	sys_call(SYS_futex, &seg->move.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL,
-		0);
+	sys_futex_wake(&seg->move.seq, INT32_MAX);
 	eof_wake(seg);
 }
 
@@ -358,8 +357,7 @@ static uint64_t wait_turn(struct shim_file *f, int fd, uint64_t off,
 		atomic_fetch_add(&seg->publish_waiters, 1);
 		if (atomic_load(&seg->publish_seq) == seq &&
 		    atomic_load(&seg->eof) < target)
-			sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
-				&slice, NULL, 0);
+			sys_futex_wait(&seg->publish_seq, seq, &slice);
 		atomic_fetch_sub(&seg->publish_waiters, 1);
 	}
 	waiting_add(f, -1);
@@ -452,8 +450,7 @@ void move_wait(struct shim_file *f, int fd)
 			close_if_done(f, fd);
 			continue;
 		}
-		sys_call(SYS_futex, &seg->move.seq, FUTEX_WAIT, seq, &slice,
-			NULL, 0);
+		sys_futex_wait(&seg->move.seq, seq, &slice);
 	}
 	waiting_add(f, -1);
 }

@@ -86,8 +86,7 @@ void owner_refresh(void)
 	bool gone;
 	pid_t pid = getpid();
 	char self[32];
-	long n = sys_call(SYS_readlinkat, AT_FDCWD, "/proc/self", self,
-			 sizeof(self) - 1);
+	long n = sys_readlinkat(AT_FDCWD, "/proc/self", self, sizeof(self) - 1);
 
 	if (n > 0) {
 		self[n] = '\0';
@@ -103,8 +102,7 @@ void owner_refresh(void)
 		self_id.pidns = (uint32_t)stx.stx_ino;
 	/* This image's lifeline token (see lifeline_held). */
 	while (!token)
-		if (sys_call(SYS_getrandom, &token, sizeof(token), 0) !=
-		    sizeof(token))
+		if (sys_getrandom(&token, sizeof(token), 0) != sizeof(token))
 			token = (uint32_t)(pid * 2654435761u ^ start) | 1;
 	self_id.pidns |= (uint64_t)token << 32;
 	__atomic_store_n(&self_valid, 1, __ATOMIC_RELEASE);

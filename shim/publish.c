@@ -92,15 +92,13 @@ static void drain_done(struct dioshim_seg *seg)
 				continue;
 			advance_from(seg, off, end);
 			atomic_store(&d->wake, 1);
-			sys_call(SYS_futex, &d->wake, FUTEX_WAKE, 1, NULL, NULL,
-				0);
+			sys_futex_wake(&d->wake, 1);
 			moved = true;
 		}
 	}
 	if (atomic_load(&seg->publish_waiters)) {
 		atomic_fetch_add(&seg->publish_seq, 1);
-		sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX,
-			NULL, NULL, 0);
+		sys_futex_wake(&seg->publish_seq, INT32_MAX);
 	}
 }
 
@@ -187,8 +185,7 @@ bool eof_publish_at(struct dioshim_seg *seg, uint64_t off, uint64_t end)
 void eof_wake(struct dioshim_seg *seg)
 {
 	atomic_fetch_add(&seg->publish_seq, 1);
-	sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAKE, INT32_MAX, NULL,
-		NULL, 0);
+	sys_futex_wake(&seg->publish_seq, INT32_MAX);
 }
 
 bool publish_blocked(struct dioshim_seg *seg)
@@ -269,15 +266,13 @@ int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 			/* Woken by whoever takes our range. */
 			if (atomic_load(&seg->eof) < end &&
 			    !atomic_load(&mine->wake))
-				sys_call(SYS_futex, &mine->wake, FUTEX_WAIT, 0,
-					&slice, NULL, 0);
+				sys_futex_wait(&mine->wake, 0, &slice);
 			continue;
 		}
 		atomic_fetch_add(&seg->publish_waiters, 1);
 		if (atomic_load(&seg->eof) < end &&
 		    atomic_load(&seg->publish_seq) == seq)
-			sys_call(SYS_futex, &seg->publish_seq, FUTEX_WAIT, seq,
-				&slice, NULL, 0);
+			sys_futex_wait(&seg->publish_seq, seq, &slice);
 		atomic_fetch_sub(&seg->publish_waiters, 1);
 	}
 	if (waiting)

@@ -146,12 +146,12 @@ static void futex_wait(_Atomic uint32_t *w, uint32_t val)
 {
 	struct timespec slice = { 0, 5000000 };
 
-	sys_call(SYS_futex, w, FUTEX_WAIT, val, &slice, NULL, 0);
+	sys_futex_wait(w, val, &slice);
 }
 
 static void futex_wake_all(_Atomic uint32_t *w)
 {
-	sys_call(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	sys_futex_wake(w, INT32_MAX);
 }
 
 /* A stripe whose holder is gone: take it over (we are a writer) or free

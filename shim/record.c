@@ -21,15 +21,15 @@ bool record_write(int fd, uint64_t eof, uint64_t phys)
 	char v[64];
 	int n = snprintf(v, sizeof(v), "v1 %" PRIu64 " %" PRIu64, eof, phys);
 
-	return SYS_TRY(sys_call(SYS_fsetxattr, fd, DIOSHIM_XATTR_EOF, v,
-			       (size_t)n, 0)) == 0;
+	return SYS_TRY(sys_fsetxattr(fd, DIOSHIM_XATTR_EOF, v, (size_t)n,
+				     0)) == 0;
 }
 
 bool record_read(int fd, uint64_t *eof, uint64_t *phys)
 {
 	char v[64];
-	long n = SYS_TRY(sys_call(SYS_fgetxattr, fd, DIOSHIM_XATTR_EOF, v,
-				 sizeof(v) - 1));
+	long n = SYS_TRY(sys_fgetxattr(fd, DIOSHIM_XATTR_EOF, v,
+				       sizeof(v) - 1));
 
 	if (n <= 0)
 		return false;
@@ -50,6 +50,6 @@ bool record_present(int fd)
 
 bool record_remove(int fd)
 {
-	return SYS_TRY(sys_call(SYS_fremovexattr, fd, DIOSHIM_XATTR_EOF)) == 0 ||
+	return SYS_TRY(sys_fremovexattr(fd, DIOSHIM_XATTR_EOF)) == 0 ||
 	       errno == ENODATA;
 }

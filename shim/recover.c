@@ -45,8 +45,8 @@ void recover_drop_cache(int fd, uint64_t from, uint64_t to)
 	 * large folios reaching below from, cannot be dropped: hence the
 	 * extent map, where there is one. */
 	if (to > from)
-		sys_call(SYS_fadvise64, fd, (off_t)from, (off_t)(to - from),
-			POSIX_FADV_DONTNEED);
+		sys_fadvise64(fd, (off_t)from, (off_t)(to - from),
+			      POSIX_FADV_DONTNEED);
 }
 
 static uint64_t seek_data_end(int fd, uint64_t from, uint64_t size)
@@ -100,9 +100,10 @@ static bool fiemap_data_end(int fd, uint64_t from, uint64_t size,
 	struct data_end d = { .size = size, .end = from };
 
 	*end = from;
-	sys_call(SYS_sync_file_range, fd, (off_t)from, (off_t)(size - from),
-		SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-			SYNC_FILE_RANGE_WAIT_AFTER);
+	sys_sync_file_range(fd, (off_t)from, (off_t)(size - from),
+			    SYNC_FILE_RANGE_WAIT_BEFORE |
+				    SYNC_FILE_RANGE_WRITE |
+				    SYNC_FILE_RANGE_WAIT_AFTER);
 	if (!extmap_walk(fd, from, size, note_data, &d))
 		return false;
 	/* The last block of data may reach past the size (the size is
@@ -148,9 +149,9 @@ static bool zeros_through(int fd, uint64_t from, uint64_t to, uint64_t *buf)
 
 bool recover_zeros(int fd, uint64_t from, uint64_t to)
 {
-	uint64_t *buf = (uint64_t *)sys_call(SYS_mmap, NULL, ZERO_LOOK,
-					    PROT_READ | PROT_WRITE,
-					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *buf =
+		(uint64_t *)sys_mmap(NULL, ZERO_LOOK, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	int rfd = fd;
 	bool zero;
 
@@ -207,7 +208,7 @@ int recover_truncate(int fd, uint64_t size)
 	if (recover_fd_writable(fd))
 		return sys_ftruncate(fd, (off_t)size);
 	self_fd_path(path, sizeof(path), fd);
-	return (int)SYS_TRY(sys_call(SYS_truncate, path, (off_t)size));
+	return (int)SYS_TRY(sys_truncate(path, (off_t)size));
 }
 
 enum recover_outcome recover_fd(int fd, uint32_t blksize,

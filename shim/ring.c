@@ -542,11 +542,12 @@ static int uring_wait_events(const struct cq_view *cq, unsigned want)
 	};
 
 	if (!(cq->features & IORING_FEAT_EXT_ARG))
-		return (int)sys_call(SYS_io_uring_enter, cq->ring_fd, 0, want,
-				    IORING_ENTER_GETEVENTS, NULL, _NSIG / 8);
-	return (int)sys_call(SYS_io_uring_enter, cq->ring_fd, 0, want,
-			    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-			    &arg, sizeof(arg));
+		return sys_io_uring_enter(cq->ring_fd, 0, want,
+					  IORING_ENTER_GETEVENTS, NULL,
+					  _NSIG / 8);
+	return sys_io_uring_enter(cq->ring_fd, 0, want,
+				  IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+				  &arg, sizeof(arg));
 }
 
 /* Wait (without consuming) until the ring's tracked writes have posted

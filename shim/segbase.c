@@ -483,8 +483,7 @@ static void seg_note_path(struct dioshim_seg *seg, int fd)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = sys_call(SYS_readlinkat, AT_FDCWD, link, seg->path,
-		    sizeof(seg->path) - 1);
+	n = sys_readlinkat(AT_FDCWD, link, seg->path, sizeof(seg->path) - 1);
 	if (n <= 0 || n >= (ssize_t)sizeof(seg->path) - 1 ||
 	    seg->path[0] != '/' || strstr(seg->path, " (deleted)"))
 		n = 0;

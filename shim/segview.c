@@ -220,8 +220,7 @@ bool segment_exists(const struct stat *file)
 	return !segment_path_of(path, sizeof(path), file->st_dev,
 				file->st_ino, file->st_mode, file->st_gid,
 				false) &&
-	       sys_call(SYS_newfstatat, AT_FDCWD, path, &st,
-		       AT_SYMLINK_NOFOLLOW) == 0;
+	       sys_newfstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* ---- read-only access: stat(path) and the dioshim command ------------- */
@@ -362,7 +361,7 @@ bool file_identify(int fd, struct file_id *id)
 	 * file; the users and groups an ACL names — would write beside a
 	 * reservation: such a file is served for no one (DESIGN.md 4). */
 	if ((stx.stx_mode & S_IWOTH) ||
-	    sys_call(SYS_fgetxattr, fd, "system.posix_acl_access", NULL, 0) > 0)
+	    sys_fgetxattr(fd, "system.posix_acl_access", NULL, 0) > 0)
 		return false;
 	id->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	id->ino = stx.stx_ino;
@@ -389,7 +388,7 @@ bool file_identify(int fd, struct file_id *id)
 		id->birth_kind = DIOSHIM_BIRTH_BTIME;
 		id->birth_sec = stx.stx_btime.tv_sec;
 		id->birth_nsec = stx.stx_btime.tv_nsec;
-		if (sys_call(SYS_ioctl, fd, FS_IOC_GETVERSION, &gen) == 0) {
+		if (sys_ioctl(fd, FS_IOC_GETVERSION, &gen) == 0) {
 			id->birth_kind = DIOSHIM_BIRTH_GEN;
 			id->birth_gen = gen;
 		}

@@ -56,17 +56,17 @@ int shm_group_dir(char *buf, size_t cap, uint32_t gid, bool make)
 
 	if (n <= 0 || (size_t)n >= cap)
 		return -1;
-	if (make && sys_call(SYS_mkdirat, AT_FDCWD, buf, 0700) == 0) {
-		if (sys_call(SYS_fchownat, AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
-			    AT_SYMLINK_NOFOLLOW) ||
-		    sys_call(SYS_fchmodat, AT_FDCWD, buf, 0770)) {
+	if (make && sys_mkdirat(AT_FDCWD, buf, 0700) == 0) {
+		if (sys_fchownat(AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
+				 AT_SYMLINK_NOFOLLOW) ||
+		    sys_fchmodat(AT_FDCWD, buf, 0770)) {
 			log_msg("%s: cannot give it to its group (%s)", buf,
 				strerror(errno));
-			sys_call(SYS_unlinkat, AT_FDCWD, buf, AT_REMOVEDIR);
+			sys_unlinkat(AT_FDCWD, buf, AT_REMOVEDIR);
 			return -1;
 		}
 	}
-	if (sys_call(SYS_newfstatat, AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW))
+	if (sys_newfstatat(AT_FDCWD, buf, &st, AT_SYMLINK_NOFOLLOW))
 		return -1;
 	if (!S_ISDIR(st.st_mode) || st.st_gid != gid ||
 	    (st.st_mode & 07777) != 0770 || shm_dir_setgid()) {
@@ -110,8 +110,7 @@ bool shm_dir_setgid(void)
 	int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
 
 	if (v < 0) {
-		v = sys_call(SYS_newfstatat, AT_FDCWD, config.shm_dir, &st,
-			    0) != 0 ||
+		v = sys_newfstatat(AT_FDCWD, config.shm_dir, &st, 0) != 0 ||
 		    (st.st_mode & S_ISGID);
 		__atomic_store_n(&cached, v, __ATOMIC_RELAXED);
 	}
@@ -274,7 +273,7 @@ void *shm_create_published(const char *path, size_t size,
 	 * never a SIGBUS in the application later (a MAP_SHARED page of
 	 * tmpfs is allocated on first touch). */
 	if (((own->uid != (uid_t)-1 || own->gid != (gid_t)-1) &&
-	     sys_call(SYS_fchown, fd, own->uid, own->gid)) ||
+	     sys_fchown(fd, own->uid, own->gid)) ||
 	    sys_fchmod(fd, own->mode) ||
 	    shm_back(fd, size, shm_backed_size(size)))
 		goto fail_fd;
@@ -448,7 +447,7 @@ bool shm_dir_each(int dfd, char *buf, size_t cap,
 {
 	long n, at;
 
-	while ((n = sys_call(SYS_getdents64, dfd, buf, cap)) > 0)
+	while ((n = sys_getdents64(dfd, buf, cap)) > 0)
 		for (at = 0; at < n;) {
 			/* struct linux_dirent64: ino, off, reclen, type,
 			 * name */

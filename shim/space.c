@@ -131,7 +131,7 @@ static bool fd_is(const char *name, void *arg)
 	if (name[0] < '0' || name[0] > '9')
 		return false;
 	snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
-	return !sys_call(SYS_newfstatat, AT_FDCWD, path, &st, 0) &&
+	return !sys_newfstatat(AT_FDCWD, path, &st, 0) &&
 	       (uint64_t)st.st_dev == want[0] && (uint64_t)st.st_ino == want[1];
 }
 

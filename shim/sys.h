@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -235,6 +237,148 @@ static inline int sys_fchmod(int fd, mode_t m)
 static inline pid_t sys_gettid(void)
 {
 	return (pid_t)sys_call(SYS_gettid);
+}
+
+/*
+ * The calls below are made once, as they are: a caller that would have
+ * one made again while it fails for the moment writes SYS_TRY around it.
+ * The status calls answer 0 or -1 (errno), as the kernel's own.
+ */
+static inline pid_t sys_getpid(void)
+{
+	return (pid_t)sys_call(SYS_getpid);
+}
+
+static inline ssize_t sys_write(int fd, const void *buf, size_t n)
+{
+	return sys_call(SYS_write, fd, buf, n);
+}
+
+static inline int sys_openat_once(int dirfd, const char *path, int flags,
+				  mode_t m)
+{
+	return (int)sys_call(SYS_openat, dirfd, path, flags, m);
+}
+
+static inline int sys_newfstatat(int dirfd, const char *path, struct stat *st,
+				 int flags)
+{
+	return (int)sys_call(SYS_newfstatat, dirfd, path, st, flags);
+}
+
+static inline ssize_t sys_readlinkat(int dirfd, const char *path, char *buf,
+				     size_t cap)
+{
+	return sys_call(SYS_readlinkat, dirfd, path, buf, cap);
+}
+
+static inline int sys_mkdirat(int dirfd, const char *path, mode_t m)
+{
+	return (int)sys_call(SYS_mkdirat, dirfd, path, m);
+}
+
+static inline int sys_unlinkat(int dirfd, const char *path, int flags)
+{
+	return (int)sys_call(SYS_unlinkat, dirfd, path, flags);
+}
+
+static inline int sys_fchownat(int dirfd, const char *path, uid_t uid,
+			       gid_t gid, int flags)
+{
+	return (int)sys_call(SYS_fchownat, dirfd, path, uid, gid, flags);
+}
+
+static inline int sys_fchmodat(int dirfd, const char *path, mode_t m)
+{
+	return (int)sys_call(SYS_fchmodat, dirfd, path, m);
+}
+
+static inline int sys_fchown(int fd, uid_t uid, gid_t gid)
+{
+	return (int)sys_call(SYS_fchown, fd, uid, gid);
+}
+
+static inline int sys_truncate(const char *path, off_t len)
+{
+	return (int)sys_call(SYS_truncate, path, len);
+}
+
+static inline long sys_getdents64(int fd, void *buf, size_t cap)
+{
+	return sys_call(SYS_getdents64, fd, buf, cap);
+}
+
+static inline int sys_ioctl(int fd, unsigned int req, void *arg)
+{
+	return (int)sys_call(SYS_ioctl, fd, req, arg);
+}
+
+static inline int sys_fadvise64(int fd, off_t off, off_t len, int advice)
+{
+	return (int)sys_call(SYS_fadvise64, fd, off, len, advice);
+}
+
+static inline ssize_t sys_fgetxattr(int fd, const char *name, void *buf,
+				    size_t cap)
+{
+	return sys_call(SYS_fgetxattr, fd, name, buf, cap);
+}
+
+static inline int sys_fsetxattr(int fd, const char *name, const void *v,
+				size_t n, int flags)
+{
+	return (int)sys_call(SYS_fsetxattr, fd, name, v, n, flags);
+}
+
+static inline int sys_fremovexattr(int fd, const char *name)
+{
+	return (int)sys_call(SYS_fremovexattr, fd, name);
+}
+
+static inline int sys_memfd_create(const char *name, unsigned int flags)
+{
+	return (int)sys_call(SYS_memfd_create, name, flags);
+}
+
+/* pos_lo, pos_hi: the offset as the kernel takes it (pos_hi 0 on 64-bit). */
+static inline ssize_t sys_pwritev2(int fd, const struct iovec *iov, int cnt,
+				   long pos_lo, long pos_hi, int flags)
+{
+	return sys_call(SYS_pwritev2, fd, iov, cnt, pos_lo, pos_hi, flags);
+}
+
+static inline ssize_t sys_getrandom(void *buf, size_t n, unsigned int flags)
+{
+	return sys_call(SYS_getrandom, buf, n, flags);
+}
+
+static inline int sys_rt_sigprocmask(int how, const void *set, void *old,
+				     size_t setsize)
+{
+	return (int)sys_call(SYS_rt_sigprocmask, how, set, old, setsize);
+}
+
+static inline int sys_io_uring_enter(int fd, unsigned int to_submit,
+				     unsigned int min_complete,
+				     unsigned int flags, const void *arg,
+				     size_t argsz)
+{
+	return (int)sys_call(SYS_io_uring_enter, fd, to_submit, min_complete,
+			     flags, arg, argsz);
+}
+
+/* The shared futex words (not FUTEX_PRIVATE: other processes wait on
+ * them too): a wait of at most timeout while *addr is val, and a wake of
+ * at most n waiters. */
+static inline long sys_futex_wait(_Atomic uint32_t *addr, uint32_t val,
+				  const struct timespec *timeout)
+{
+	return sys_call(SYS_futex, addr, FUTEX_WAIT, val, timeout, NULL, 0);
+}
+
+static inline long sys_futex_wake(_Atomic uint32_t *addr, int n)
+{
+	return sys_call(SYS_futex, addr, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
 /* Another thread ends the process: this one waits for its exit_group. */

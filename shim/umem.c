@@ -292,8 +292,8 @@ static bool page_readable(uintptr_t pg)
 	 * taken for unreadable that is not would have the shim cut a
 	 * submission the kernel takes whole, its writes untracked. */
 	for (tries = 0; tries < UMEM_TRIES; tries++) {
-		rc = sys_call(SYS_rt_sigprocmask, 0x7fffffff,
-			     (void *)(pg * UMEM_PAGE), NULL, 8);
+		rc = sys_rt_sigprocmask(0x7fffffff, (void *)(pg * UMEM_PAGE),
+					NULL, 8);
 		if (rc && errno == EINVAL)
 			break;
 	}

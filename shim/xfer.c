@@ -217,7 +217,7 @@ static bool source_held(const struct holds *hs, int fd)
 static bool splice_wait(int pipe_fd, short events)
 {
 	struct pollfd p = { .fd = pipe_fd, .events = events };
-	int fl = (int)sys_call(SYS_fcntl, pipe_fd, F_GETFL);
+	int fl = sys_fcntl(pipe_fd, F_GETFL, 0);
 
 	if (fl < 0 || (fl & O_NONBLOCK))
 		return false;
