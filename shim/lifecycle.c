@@ -328,8 +328,4 @@ static const struct segment_hooks lifecycle_hooks = {
 	.moved = reserve_after_move,
 	.budget_recount = space_recount,
 };
-
-__attribute__((constructor)) static void lifecycle_register(void)
-{
-	segment_set_hooks(&lifecycle_hooks);
-}
+SEGMENT_HOOKS(lifecycle_hooks);

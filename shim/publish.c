@@ -44,7 +44,13 @@
  * every appender of the file would hang for as long.
  */
 
-void (*publish_poll)(void);
+/* The poll handed in (PUBLISH_POLL): its section's bounds, the linker's. */
+extern void (*const __start_dioshim_pubpoll[])(void)
+	__attribute__((weak, visibility("hidden")));
+extern void (*const __stop_dioshim_pubpoll[])(void)
+	__attribute__((weak, visibility("hidden")));
+static void (*const *const poll_first)(void) = __start_dioshim_pubpoll;
+static void (*const *const poll_end)(void) = __stop_dioshim_pubpoll;
 #define DONE_FILLING UINT64_MAX /* a done entry being filled in */
 
 /* eof from at or past off on to end; false if eof is still below off. */
@@ -260,8 +266,8 @@ int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 		/* A write ahead of ours may be a queued one of this
 		 * process, done but not yet reaped: its completion is read
 		 * here, not waited for from the application. */
-		if (publish_poll)
-			publish_poll();
+		if (poll_first < poll_end)
+			(*poll_first)();
 		if (mine) {
 			/* Woken by whoever takes our range. */
 			if (atomic_load(&seg->eof) < end &&

@@ -87,11 +87,14 @@ bool publish_blocked(struct dioshim_seg *seg);
 bool eof_publish_async(struct dioshim_seg *seg, uint64_t off, uint64_t end);
 
 /*
- * Set by async.c: read the completions this process's queued writes have
- * posted, unless another of its threads is at it (it never waits), so
- * that an append behind one of them waits for the kernel, never for the
- * application to reap it.
+ * Handed in by ring.c (PUBLISH_POLL): read the completions this process's
+ * queued writes have posted, unless another of its threads is at it (it
+ * never waits), so that an append behind one of them waits for the
+ * kernel, never for the application to reap it.  Put in the section
+ * dioshim_pubpoll, it is there before any code runs.
  */
-extern void (*publish_poll)(void);
+#define PUBLISH_POLL(fn)                                                   \
+	static void (*const publish_poll_##fn)(void)                       \
+		__attribute__((used, section("dioshim_pubpoll"))) = (fn)
 
 #endif

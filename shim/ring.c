@@ -447,10 +447,7 @@ static void poll_try(void)
 	errno = saved;
 }
 
-__attribute__((constructor)) static void async_register(void)
-{
-	publish_poll = poll_try;
-}
+PUBLISH_POLL(poll_try);
 
 /* At least n ops on the free list, for a submission that cannot be cut
  * short (uring_reserve).  Under async_lock. */

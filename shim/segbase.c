@@ -380,22 +380,24 @@ bool attach_lock_take(struct dioshim_seg *seg)
 
 /* ---- the mechanisms above, at a segment's turning points ------------ */
 
-static const struct segment_hooks *hooks;
-
-void segment_set_hooks(const struct segment_hooks *h)
-{
-	__atomic_store_n(&hooks, h, __ATOMIC_RELEASE);
-}
+/* The table handed in (SEGMENT_HOOKS): the bounds of its section, which
+ * the linker defines (and dioshim.map keeps out of the exports). */
+extern const struct segment_hooks *const __start_dioshim_seghooks[]
+	__attribute__((weak, visibility("hidden")));
+extern const struct segment_hooks *const __stop_dioshim_seghooks[]
+	__attribute__((weak, visibility("hidden")));
 
 const struct segment_hooks *hook_table(void)
 {
-	return __atomic_load_n(&hooks, __ATOMIC_ACQUIRE);
+	const struct segment_hooks *const *first = __start_dioshim_seghooks;
+	const struct segment_hooks *const *end = __stop_dioshim_seghooks;
+
+	return first < end ? *first : NULL;
 }
 
 void hook_made(struct dioshim_seg *seg, const struct file_id *id)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	if (h && h->made)
 		h->made(seg, id);
@@ -405,8 +407,7 @@ void hook_made(struct dioshim_seg *seg, const struct file_id *id)
  * size), the file must be kept exact. */
 bool hook_first_in(struct dioshim_seg *seg, int fd)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	return !h || !h->first_in || h->first_in(seg, fd);
 }
@@ -414,16 +415,14 @@ bool hook_first_in(struct dioshim_seg *seg, int fd)
 /* Without mechanisms above, nothing is ever reserved: nothing to cut. */
 bool hook_last_out(struct shim_file *f, int fd)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	return !h || !h->last_out || h->last_out(f, fd);
 }
 
 void hook_image_gone(struct dioshim_seg *seg)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	if (h && h->image_gone)
 		h->image_gone(seg);
@@ -431,16 +430,14 @@ void hook_image_gone(struct dioshim_seg *seg)
 
 bool segment_words_repair(struct shim_file *f, int fd)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	return h && h->words_repair && h->words_repair(f, fd);
 }
 
 void segment_moved(struct shim_file *f, int fd)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	if (h && h->moved)
 		h->moved(f, fd);
@@ -448,8 +445,7 @@ void segment_moved(struct shim_file *f, int fd)
 
 void segment_budget_recount(uint64_t key, uint64_t dev)
 {
-	const struct segment_hooks *h = __atomic_load_n(&hooks,
-						       __ATOMIC_ACQUIRE);
+	const struct segment_hooks *h = hook_table();
 
 	if (h && h->budget_recount)
 		h->budget_recount(key, dev);

@@ -127,7 +127,13 @@ struct segment_hooks {
 	 * segments (space_recount, for reserve.c). */
 	void (*budget_recount)(uint64_t key, uint64_t dev);
 };
-void segment_set_hooks(const struct segment_hooks *h);
+/* The table is handed in by being put in the section dioshim_seghooks:
+ * it is there before any code runs, whatever the order of the
+ * constructors (another library's constructor may call a wrapper before
+ * ours run).  One table: lifecycle.c's. */
+#define SEGMENT_HOOKS(table)                                               \
+	static const struct segment_hooks *const segment_hooks_##table     \
+		__attribute__((used, section("dioshim_seghooks"))) = &(table)
 /* The hooks above, for the mechanisms below the one that does it: each
  * does nothing (false) without hooks. */
 bool segment_words_repair(struct shim_file *f, int fd);

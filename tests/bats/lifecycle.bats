@@ -486,22 +486,38 @@ exec_case() {
 
 # A thread inside a write while its process execs `sleep 3` (under the
 # shim): another process's 4 KiB write must not wait for the exec'd program.
+# -r: the process execs itself with the raw system call, which the shim
+# does not see; its new image's own write must not wait for the extent
+# lock its old image held either (freed when the new image loads).
 stall_case() {
-	local mode=$1 f=$F.$1 ms
+	local mode=$1 raw=${2:-} f=$F.$1 ms
 	rm -f "$f"
-	run under "$mode" "$LIFE" stall 3 "$T/log.$mode" "$f"
+	run under "$mode" "$LIFE" stall $raw 3 "$T/log.$mode" "$f"
 	echo "$mode: $output" | tail -5
-	ran_ok "$mode p_life stall" || return 1
+	ran_ok "$mode p_life stall $raw" || return 1
 	ms=$(field second_write_ms "$output")
 	[ -n "$ms" ] || return 1
 	[ "$ms" -lt 2000 ] ||
 		{ echo "$mode: the second process's 4 KiB write took $ms ms"; return 1; }
+	if [ -n "$raw" ]; then
+		ms=$(field self_write_ms "$output")
+		[ -n "$ms" ] || return 1
+		[ "$ms" -lt 2000 ] ||
+			{ echo "$mode: the new image's 4 KiB write took $ms ms"; return 1; }
+	fi
 	assert_file "$f" "$T/log.$mode" 1048576
 }
 
 @test "exec while another thread is inside a write: another process's write does not wait for the exec'd program" {
 	stall_case noshim
 	stall_case shim
+}
+
+@test "exec with the raw system call while another thread is inside a write: neither the new image's write nor another process's waits" {
+	# Engaged from the first write, so that the old image holds its
+	# extent lock at the exec.
+	DIOSHIM_ENGAGE=always stall_case noshim -r
+	DIOSHIM_ENGAGE=always stall_case shim -r
 }
 
 # ---- edges a review found ----------------------------------------------

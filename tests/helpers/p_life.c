@@ -22,11 +22,16 @@
  *       environment (-k: kept).  -f: a forked child execs, the parent goes
  *       on and exits without waiting (-w: after waiting for the child); the
  *       parent prints "child=PID".
- *   p_life stall SECS LOG FILE
+ *   p_life stall [-r] SECS LOG FILE
  *       A process (W) whose thread rewrites the first 1 MiB of FILE in a
  *       loop (O_DIRECT pwrite at 0) execs "sleep SECS" from its main thread
  *       (environment kept); right after the exec this process writes 4 KiB
  *       at offset 0 and prints how long that took (second_write_ms=).
+ *       -r: W execs itself with the raw system call instead (no libc
+ *       execve: an exec the shim does not see) while this process holds
+ *       FILE open, and its new image, the same process, rewrites the block
+ *       at 8 KiB with what the old image wrote there, prints how long that
+ *       took (self_write_ms=) and sleeps SECS.
  *   p_life rotate READY GO LOG FILE
  *       A long-running writer: appends 50 records to FILE.a, creates READY
  *       and waits for GO (the test fills the segment directory meanwhile),
@@ -47,6 +52,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
@@ -462,7 +468,8 @@ static void *stall_writer(void *arg)
 static int cmd_stall(int argc, char **argv)
 {
 	const char *secs, *logpath, *file;
-	int p[2], fd, st, k;
+	int p[2], fd, st, k, hold;
+	bool raw;
 	pthread_t th;
 	char c, *buf;
 	pid_t pid;
@@ -470,6 +477,11 @@ static int cmd_stall(int argc, char **argv)
 	FILE *log;
 	ssize_t r;
 
+	raw = argc == 5 && !strcmp(argv[1], "-r");
+	if (raw) {
+		argc--;
+		argv++;
+	}
 	if (argc != 4)
 		return 2;
 	secs = argv[1];
@@ -477,6 +489,12 @@ static int cmd_stall(int argc, char **argv)
 	file = argv[3];
 	if (pipe2(p, O_CLOEXEC))
 		die("pipe2");
+	/* -r: this process holds the file across W's exec, so that the file
+	 * keeps a user while W's old image gives way to the new one. */
+	hold = raw ? open(file, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644)
+		   : -1;
+	if (raw && hold < 0)
+		die(file);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
@@ -484,6 +502,8 @@ static int cmd_stall(int argc, char **argv)
 	if (pid == 0) {
 		char *av[] = { "sleep", (char *)secs, NULL };
 
+		if (hold >= 0)
+			close(hold);
 		close(p[0]);
 		stall_fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT,
 				0644);
@@ -494,7 +514,14 @@ static int cmd_stall(int argc, char **argv)
 		while (atomic_load(&stall_writes) < 3)
 			nap_ms(1);
 		/* The writer thread is almost always inside a pwrite now. */
-		execve("/bin/sleep", av, environ);
+		if (raw) {
+			char *self[] = { "p_life", "stall-after", (char *)file,
+					 (char *)secs, NULL };
+
+			syscall(SYS_execve, "/proc/self/exe", self, environ);
+		} else {
+			execve("/bin/sleep", av, environ);
+		}
 		perror("execve");
 		_exit(127);
 	}
@@ -523,6 +550,8 @@ static int cmd_stall(int argc, char **argv)
 	fflush(stdout);
 	if (waitpid(pid, &st, 0) != pid)
 		die("waitpid");
+	if (hold >= 0 && close(hold))
+		die("close");
 	printf("exec'd=%s status=%d after %lld ms\n",
 	       WIFEXITED(st) ? "exited" : "signaled",
 	       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
@@ -536,6 +565,31 @@ static int cmd_stall(int argc, char **argv)
 	if (fclose(log))
 		die(logpath);
 	return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 1;
+}
+
+/* W's new image after a raw exec (stall -r): the block at 8 KiB written
+ * again as the old image wrote it, timed, then SECS of sleep. */
+static int cmd_stall_after(int argc, char **argv)
+{
+	char *buf = aligned(BS);
+	int64_t t0;
+	int fd;
+
+	if (argc != 3)
+		return 2;
+	rec_stamp(buf, BS, 0, 2);
+	fd = open(argv[1], O_WRONLY | O_DIRECT);
+	if (fd < 0)
+		die(argv[1]);
+	t0 = now_us();
+	if (pwrite(fd, buf, BS, 2 * BS) != BS)
+		die("pwrite");
+	printf("self_write_ms=%lld\n", (long long)((now_us() - t0) / 1000));
+	fflush(stdout);
+	if (close(fd))
+		die("close");
+	sleep((unsigned)atoi(argv[2]));
+	return 0;
 }
 
 /* ---- rotate ----------------------------------------------------------- */
@@ -662,6 +716,8 @@ int main(int argc, char **argv)
 		return cmd_exec(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stall"))
 		return cmd_stall(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stall-after"))
+		return cmd_stall_after(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "rotate"))
 		return cmd_rotate(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "xattr"))
@@ -670,7 +726,7 @@ usage:
 	fprintf(stderr, "usage: p_life procs N RECS LOG FILE\n"
 			"       p_life vfork [-f] T N LOG FILE\n"
 			"       p_life exec [-f] [-w] [-k] LOG FILE PROG [ARG...]\n"
-			"       p_life stall SECS LOG FILE\n"
+			"       p_life stall [-r] SECS LOG FILE\n"
 			"       p_life rotate READY GO LOG FILE\n"
 			"       p_life xattr FILE\n");
 	return 2;
