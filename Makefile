@@ -4,6 +4,7 @@
 PREFIX ?= /usr/local
 DESTDIR ?=
 LIBDIR := $(PREFIX)/lib/dioshim
+MANDIR ?= $(PREFIX)/share/man
 BUILD ?= build
 
 CC ?= cc
@@ -90,6 +91,9 @@ install: all
 	install -m 0644 include/dioshim.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/dioshim/layout.h \
 		$(DESTDIR)$(PREFIX)/include/dioshim/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 0644 contrib/man/dioshim.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 contrib/man/dioshim.7 $(DESTDIR)$(MANDIR)/man7/
 
 clean:
 	rm -rf $(BUILD)

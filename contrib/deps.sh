@@ -31,6 +31,8 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 ||
 have db_bench || need="$need rocksdb-tools"
 have gnuplot || need="$need gnuplot-nox" # bench/real.png
 have setcap || need="$need libcap2-bin" # grow.bats: a file with a capability
+have groff || need="$need groff-base" # tests/checks/man.sh
+have mandoc || need="$need mandoc" # tests/checks/man.sh
 # A real guest (tests/bats/vm.bats, tests/lib/vm.sh): QEMU, a kernel with
 # its modules, a static busybox (busybox-static's; busybox's is dynamic)
 # for its initramfs, which fio goes into too.

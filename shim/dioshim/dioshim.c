@@ -51,20 +51,13 @@ static void usage(FILE *out)
 		"Runs COMMAND with libdioshim.so preloaded, so that its O_DIRECT\n"
 		"writes to one file run in parallel on ext4 and XFS.\n"
 		"\n"
-		"Environment (read by the library):\n"
-		"  DIOSHIM_DISABLE=1        pass every call through\n"
-		"  DIOSHIM_LOG=FILE|stderr  log fallbacks and recoveries\n"
-		"  DIOSHIM_RESERVE=1M       first (smallest) reservation chunk\n"
-		"  DIOSHIM_RESERVE_MAX=64M  largest reservation chunk\n"
-		"  DIOSHIM_FS=ext4,xfs      filesystems to accelerate (tmpfs too)\n"
-		"  DIOSHIM_SHM_DIR=/dev/shm where the shared segments live\n"
-		"  DIOSHIM_SHM_MODE=0600    0660 to share segments with a group\n"
-		"  DIOSHIM_PREFILL=auto     hole prefill: auto (ext4), on, off\n"
-		"  DIOSHIM_PREFILL_CHUNK=1M the unit sparse files are allocated in\n"
-		"  DIOSHIM_RANGELOCK=1      0: no extent-lock table\n"
-		"  DIOSHIM_STRIPES=512      stripes in the extent-lock table\n"
-		"  DIOSHIM_STRIPE_SIZE=4k   bytes a stripe covers\n"
-		"  DIOSHIM_GROUP_COMMIT=0   1: concurrent syncs of a file share one\n");
+		"Environment (read by the library; dioshim(7)):\n");
+	/* One list, the library's (config.def): unset by default when
+	 * no default is written. */
+#define CONFIG(name, def, what)                                          \
+	fprintf(out, "  %-26s %s\n", *def ? #name "=" def : #name, what);
+#include "config.def"
+#undef CONFIG
 }
 
 /* True if p names a regular file; p is made canonical in place. */
@@ -428,9 +421,79 @@ static int gc(void)
 	return gc_rc;
 }
 
+/* The operands from a on: how many. */
+static int argc_of(char **a)
+{
+	int n = 0;
+
+	while (a[n])
+		n++;
+	return n;
+}
+
+/* The subcommands, each with its usage and what it takes. */
+struct sub {
+	const char *name, *args, *what;
+	bool files; /* FILE... operands, at least one; else none */
+};
+
+static const struct sub subs[] = {
+	{ "status", " FILE...", "The shared state of each file being written: "
+	  "logical EOF,\nkernel size, append tail, EOF record, attached "
+	  "processes, counters", true },
+	{ "recover", " FILE...", "After a crash: cut each file's reserved tail "
+	  "back to where its\ndata ends; exits non-zero on any error", true },
+	{ "gc", "", "Remove shared segments whose processes are all gone, "
+	  "cutting the\ntails they left", false },
+};
+
+/*
+ * Options of a subcommand: --help (or -h) prints its usage; "--" ends the
+ * options (a file named "-x" comes after it); any other "-..." is refused
+ * before anything is done, as are operands it does not take.  Returns the
+ * operands, or NULL with *rc set (0 for --help, 2 for a refusal).
+ */
+static char **sub_args(const struct sub *c, char **argv, int *rc)
+{
+	char **a = argv, **ops;
+
+	for (; *a && strcmp(*a, "--"); a++) {
+		if (!strcmp(*a, "--help") || !strcmp(*a, "-h")) {
+			printf("usage: dioshim %s%s\n\n%s.\n", c->name, c->args,
+			       c->what);
+			*rc = 0;
+			return NULL;
+		}
+	}
+	for (a = argv; *a && strcmp(*a, "--"); a++) {
+		if ((*a)[0] == '-') {
+			fprintf(stderr, "dioshim %s: unknown option %s\n"
+					"usage: dioshim %s%s\n",
+				c->name, *a, c->name, c->args);
+			*rc = 2;
+			return NULL;
+		}
+	}
+	/* The operands, without the "--" that may stand before them. */
+	ops = argv;
+	for (a = argv; *a; a++)
+		if (!strcmp(*a, "--")) {
+			memmove(a, a + 1, sizeof(*a) * (size_t)(argc_of(a + 1) + 1));
+			break;
+		}
+	if (c->files ? !*ops : !!*ops) {
+		fprintf(stderr, "usage: dioshim %s%s\n", c->name, c->args);
+		*rc = 2;
+		return NULL;
+	}
+	return ops;
+}
+
 int main(int argc, char **argv)
 {
-	int i = 1;
+	char **ops;
+	size_t k;
+	int rc;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -444,6 +507,22 @@ int main(int argc, char **argv)
 		printf("dioshim %s\n", DIOSHIM_VERSION);
 		return 0;
 	}
+	for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++) {
+		if (strcmp(argv[1], subs[k].name))
+			continue;
+		ops = sub_args(&subs[k], argv + 2, &rc);
+		if (!ops)
+			return rc;
+		config_load();
+		switch (k) {
+		case 0:
+			return status(ops);
+		case 1:
+			return recover(ops);
+		default:
+			return gc();
+		}
+	}
 	config_load();
 	if (!strcmp(argv[1], "--")) {
 		if (argc < 3) {
@@ -452,26 +531,10 @@ int main(int argc, char **argv)
 		}
 		return run(argv + 2);
 	}
-	if (!strcmp(argv[1], "recover")) {
-		if (argc < 3) {
-			usage(stderr);
-			return 2;
-		}
-		return recover(argv + 2);
-	}
-	if (!strcmp(argv[1], "gc"))
-		return gc();
-	if (!strcmp(argv[1], "status")) {
-		if (argc < 3) {
-			usage(stderr);
-			return 2;
-		}
-		return status(argv + 2);
-	}
 	if (argv[1][0] == '-') {
 		fprintf(stderr, "dioshim: unknown option %s\n", argv[1]);
 		usage(stderr);
 		return 2;
 	}
-	return run(argv + i);
+	return run(argv + 1);
 }

@@ -191,6 +191,39 @@ crash_round() {
 	rm -rf "$SCRATCH_MNT/moved"
 }
 
+@test "each dioshim subcommand answers --help and refuses an option it does not know before doing anything: a killed writer's tail and segment stay" {
+	local seg sub
+	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
+	seg=$(printf '%s/dioshim.%x.%x' "$DIOSHIM_SHM_DIR" \
+		"$(noshim stat -c %d "$F")" "$(noshim stat -c %i "$F")")
+	[ -e "$seg" ]
+	[ "$(real_size "$F")" -gt 32768 ]
+	for sub in gc status recover; do
+		run "$DIOSHIM" $sub --help
+		[ "$status" -eq 0 ]
+		[[ "$output" == "usage: dioshim $sub"* ]]
+		run "$DIOSHIM" $sub --bogus "$F"
+		echo "$output"
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"unknown option --bogus"* ]]
+	done
+	run "$DIOSHIM" gc "$F"
+	[ "$status" -eq 2 ]
+	run "$DIOSHIM" recover
+	[ "$status" -eq 2 ]
+	# Nothing was done: the tail and the segment are as the writer left
+	# them, and the settings list is config.def's.
+	[ -e "$seg" ]
+	[ "$(real_size "$F")" -gt 32768 ]
+	run "$DIOSHIM" --help
+	[[ "$output" == *"DIOSHIM_ENGAGE=contention"* ]]
+	# Then gc does its work.
+	run "$DIOSHIM" gc
+	[ "$status" -eq 0 ]
+	[ ! -e "$seg" ]
+	[ "$(real_size "$F")" -eq 32768 ]
+}
+
 @test "dioshim gc cuts the tail a killed writer left and removes its segment; a segment in use is kept" {
 	local seg
 	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true

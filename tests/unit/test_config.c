@@ -6,9 +6,40 @@
 
 #include <linux/magic.h>
 
+/* The defaults config.def writes down are the ones config.c starts
+ * from: set in the environment, each leaves the configuration as it was. */
+static void defaults_are_the_tables(void)
+{
+	struct config before = config;
+
+#define CONFIG(name, def, what)                                          \
+	if (*def)                                                        \
+		setenv(#name, def, 1);
+#include "config.def"
+#undef CONFIG
+	config_load();
+	CHECK_EQ(config.disable, before.disable);
+	CHECK_EQ(config.group_commit, before.group_commit);
+	CHECK_EQ(config.rangelock, before.rangelock);
+	CHECK_EQ(config.stripes, before.stripes);
+	CHECK_EQ(config.stripe_shift, before.stripe_shift);
+	CHECK_EQ(config.prefill, before.prefill);
+	CHECK_EQ(config.engage_always, before.engage_always);
+	CHECK_EQ(config.prefill_chunk, before.prefill_chunk);
+	CHECK_EQ(config.reserve, before.reserve);
+	CHECK_EQ(config.reserve_max, before.reserve_max);
+	CHECK_EQ(config.fs_mask, before.fs_mask);
+	CHECK(!strcmp(config.shm_dir, before.shm_dir));
+#define CONFIG(name, def, what) unsetenv(#name);
+#include "config.def"
+#undef CONFIG
+}
+
 int main(void)
 {
 	uint64_t v;
+
+	defaults_are_the_tables();
 
 	CHECK(config_parse_size("4096", &v) && v == 4096);
 	CHECK(config_parse_size("64k", &v) && v == 65536);
