@@ -4,8 +4,9 @@
  * has one file open and the dioshim command.
  *
  * One segment per inode, named DIOSHIM_SEG_PREFIX "<dev>.<ino>" (hex) in
- * the shared-memory directory, created O_EXCL|O_NOFOLLOW with mode 0600 (or
- * the configured group mode).  Every word below is read from memory that
+ * the shared-memory directory, created O_EXCL|O_NOFOLLOW with mode 0600
+ * (0660 in a group's subdirectory, for a group-writable file: the mode
+ * follows the file's).  Every word below is read from memory that
  * another process can write: readers bounds-check what they use, and nothing
  * destructive is done on a word's say alone (a trim re-checks with fstat and
  * SEEK_DATA first).
