@@ -70,9 +70,11 @@ $(BUILD)/libdioshim.so: $(LIB_OBJ) shim/dioshim.map
 # Static: `dioshim -- CMD` adds one exec to every command it runs, and a
 # static one skips the dynamic loader's work (about 1 ms of CPU an exec on
 # the machines measured; bench "overhead", DESIGN.md 7's 2% budget).
-$(BUILD)/dioshim: shim/dioshim/dioshim.c $(CORE_OBJ) $(HEADERS) Makefile
+CMD_SRC := shim/dioshim/dioshim.c shim/dioshim/status.c
+$(BUILD)/dioshim: $(CMD_SRC) shim/dioshim/cmd.h $(CORE_OBJ) $(HEADERS) Makefile
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -static -o $@ $< $(CORE_OBJ) -lpthread
+	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -static -o $@ $(CMD_SRC) $(CORE_OBJ) \
+		-lpthread
 
 # ---- tests ---------------------------------------------------------------
 include tests/tests.mk

@@ -4,8 +4,9 @@
  * shared state of files being written.
  *
  *   dioshim [--] CMD [ARGS...]   run CMD under the shim
- *   dioshim status FILE...       show the logical EOF, the reservation and
- *                                the writers of each file
+ *   dioshim status [FILE...]     show the logical EOF, the reservation and
+ *                                the writers of each file (status.c; with
+ *                                no FILE, of every file served)
  *   dioshim recover FILE...      cut the reserved tail a crash left
  *   dioshim gc                   remove segments nobody alive uses
  *
@@ -18,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "dioshim.h"
+#include "cmd.h"
 
 #include "config.h"
 #include "inflight.h"
@@ -43,7 +45,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: dioshim [--] COMMAND [ARGS...]\n"
-		"       dioshim status FILE...\n"
+		"       dioshim status [--json] [-w SECS] [FILE...]\n"
 		"       dioshim recover FILE...\n"
 		"       dioshim gc\n"
 		"       dioshim --help | --version\n"
@@ -120,72 +122,6 @@ static int run(char **argv)
 	execvp(argv[0], argv);
 	fprintf(stderr, "dioshim: %s: %s\n", argv[0], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
-}
-
-static int status(char **files)
-{
-	int rc = 0;
-
-	for (; *files; files++) {
-		char path[PATH_MAX];
-		struct dioshim_seg *seg;
-		struct stat st;
-		uint64_t writes = 0, bytes = 0, appends = 0, reserves = 0,
-			 exact = 0, prefills = 0;
-		int i, j, procs = 0;
-
-		if (stat(*files, &st)) {
-			fprintf(stderr, "dioshim: %s: %s\n", *files,
-				strerror(errno));
-			rc = 1;
-			continue;
-		}
-		seg = segment_path_of(path, sizeof(path), st.st_dev, st.st_ino,
-				      st.st_mode, st.st_gid, false) ?
-			      NULL :
-			      segment_map_path(path, false);
-		if (!seg) {
-			printf("%s: no segment (size %lld)\n", *files,
-			       (long long)st.st_size);
-			continue;
-		}
-		for (i = 0; i < seg_slots(seg); i++) {
-			struct dioshim_slot *s = &seg->slot[i];
-
-			if (!atomic_load(&s->owner.pid_start))
-				continue;
-			procs++;
-			reserves += atomic_load(&s->reserves);
-			exact += atomic_load(&s->exact);
-			prefills += atomic_load(&s->prefills);
-			for (j = 0; j < DIOSHIM_SLOT_SHARDS; j++) {
-				writes += atomic_load(&s->shard[j].writes);
-				bytes += atomic_load(&s->shard[j].bytes);
-				appends += atomic_load(&s->shard[j].appends);
-			}
-		}
-		printf("%s: eof %llu phys %llu tail %llu kernel-size %lld "
-		       "record %llu/%llu "
-		       "users %u procs %d inflight %lld writes %llu bytes %llu "
-		       "appends %llu reserves %llu exact %llu prefills %llu "
-		       "mode %s\n",
-		       *files, (unsigned long long)atomic_load(&seg->eof),
-		       (unsigned long long)atomic_load(&seg->phys),
-		       (unsigned long long)(atomic_load(&seg->tail) &
-					    ~DIOSHIM_TAIL_CLOSED),
-		       (long long)st.st_size,
-		       (unsigned long long)atomic_load(&seg->recorded_eof),
-		       (unsigned long long)atomic_load(&seg->recorded_phys),
-		       atomic_load(&seg->users), procs,
-		       (long long)inflight_count(seg),
-		       (unsigned long long)writes, (unsigned long long)bytes,
-		       (unsigned long long)appends,
-		       (unsigned long long)reserves, (unsigned long long)exact,
-		       (unsigned long long)prefills,
-		       atomic_load(&seg->exact) ? "exact" : "reserving");
-		segment_unmap(seg);
-	}
-	return rc;
 }
 
 /*
@@ -322,9 +258,7 @@ static int mount_dir(dev_t dev, const char *path)
 	return fd;
 }
 
-/* The file a segment's handle names, opened; -1 with errno (ESTALE: it
- * was deleted), -2 when there is no handle or no way to ask. */
-static int open_handle(dev_t dev, const char *path,
+int open_handle(dev_t dev, const char *path,
 		       const struct dioshim_fh *fh)
 {
 	union {
@@ -510,13 +444,13 @@ int main(int argc, char **argv)
 	for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++) {
 		if (strcmp(argv[1], subs[k].name))
 			continue;
+		if (k == 0) /* its own options (status.c) */
+			return status(argv + 2);
 		ops = sub_args(&subs[k], argv + 2, &rc);
 		if (!ops)
 			return rc;
 		config_load();
 		switch (k) {
-		case 0:
-			return status(ops);
 		case 1:
 			return recover(ops);
 		default:
