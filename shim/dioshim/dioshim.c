@@ -15,7 +15,8 @@
  * place of what is there.
  *
  * Above every layer of the library it links (the mechanisms without the
- * wrappers, CORE_SRC): gc walks the segments with segment_walk (L1).
+ * wrappers, CORE_SRC): gc walks the segments with segment_walk (L1);
+ * status.c reads them (cmd.h).
  */
 #define _GNU_SOURCE
 #include "dioshim.h"
@@ -372,9 +373,8 @@ struct sub {
 };
 
 static const struct sub subs[] = {
-	{ "status", " FILE...", "The shared state of each file being written: "
-	  "logical EOF,\nkernel size, append tail, EOF record, attached "
-	  "processes, counters", true },
+	/* status parses its own options (status.c): only its name here */
+	{ "status", " [--json] [-w SECS] [FILE...]", "", false },
 	{ "recover", " FILE...", "After a crash: cut each file's reserved tail "
 	  "back to where its\ndata ends; exits non-zero on any error", true },
 	{ "gc", "", "Remove shared segments whose processes are all gone, "
