@@ -31,8 +31,9 @@ bool io_kernel_ready(void)
 		sys_close(fd);
 	}
 	if (r == 2)
-		log_msg("kernel lacks RWF_NOAPPEND (Linux 6.9): passing "
-			"everything through");
+		log_event(LOG_FALLBACK, NULL,
+			  "kernel lacks RWF_NOAPPEND (Linux 6.9): passing "
+			  "everything through");
 	__atomic_store_n(&ready, r, __ATOMIC_RELAXED);
 	errno = saved;
 	return r == 1;

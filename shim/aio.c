@@ -92,8 +92,10 @@ static struct aio_mark *aio_mark_slot(const struct iocb *io, bool make)
 			return &aio_marks[(h + i) % AIO_MARKS];
 	if (!make)
 		return NULL;
-	log_once("more than %u iocbs rewritten: an unchanged one submitted "
-		 "again may keep the shim's offset", AIO_MARKS);
+	log_once(LOG_ERROR, NULL,
+		 "more than %u iocbs rewritten: an unchanged one submitted "
+		 "again may keep the shim's offset",
+		 AIO_MARKS);
 	return &aio_marks[h];
 }
 
@@ -198,8 +200,10 @@ static void read_clamp_add(io_context_t ctx, const struct iocb *io,
 			atomic_fetch_add(&read_clamps_n, 1);
 			return;
 		}
-	log_once("more than %d reads across the end that could not be cut "
-		 "in flight: the rest keep the kernel's count", READ_CLAMPS);
+	log_once(LOG_ERROR, NULL,
+		 "more than %d reads across the end that could not be cut "
+		 "in flight: the rest keep the kernel's count",
+		 READ_CLAMPS);
 }
 
 /* Clamps of io (submitted anew: its last request was done, whoever
@@ -513,7 +517,8 @@ EXPORT int io_submit(io_context_t ctx, long nr, struct iocb *iocbs[])
 	bool any = false;
 
 	if (nr > 0 && shim_nested() && aio_nested_refused(nr, iocbs)) {
-		log_once("a libaio submission from a signal handler inside "
+		log_once(LOG_ERROR, NULL,
+			 "a libaio submission from a signal handler inside "
 			 "the shim: EAGAIN");
 		return -EAGAIN;
 	}

@@ -106,8 +106,9 @@ static uint32_t parse_fs_list(const char *s)
 			else if (!strcasecmp(word, "tmpfs"))
 				mask |= CONFIG_FS_TMPFS;
 			else
-				log_msg("DIOSHIM_FS: unknown filesystem '%s'",
-					word);
+				log_event(LOG_CONFIG, NULL,
+					  "DIOSHIM_FS: unknown filesystem '%s'",
+					  word);
 		}
 		s += n;
 		s += strspn(s, ", ");
@@ -135,8 +136,9 @@ static void load_size(const char *name, uint64_t *dst)
 	if (config_parse_size(v, &n) && n >= 4096)
 		*dst = n;
 	else
-		log_msg("%s=%s: not a size of at least 4k, keeping %llu", name,
-			v, (unsigned long long)*dst);
+		log_event(LOG_CONFIG, NULL,
+			  "%s=%s: not a size of at least 4k, keeping %llu",
+			  name, v, (unsigned long long)*dst);
 }
 
 void config_load(void)
@@ -156,7 +158,8 @@ void config_load(void)
 		if (!strcmp(v, "always"))
 			config.engage_always = true;
 		else if (strcmp(v, "contention"))
-			log_msg("DIOSHIM_ENGAGE=%s: contention or always", v);
+			log_event(LOG_CONFIG, NULL,
+				  "DIOSHIM_ENGAGE=%s: contention or always", v);
 	}
 	if ((v = getenv("DIOSHIM_PREFILL"))) {
 		if (!strcmp(v, "auto"))
@@ -166,7 +169,8 @@ void config_load(void)
 		else if (!strcmp(v, "off") || !strcmp(v, "0"))
 			config.prefill = CONFIG_PREFILL_OFF;
 		else
-			log_msg("DIOSHIM_PREFILL=%s: auto, on or off", v);
+			log_event(LOG_CONFIG, NULL,
+				  "DIOSHIM_PREFILL=%s: auto, on or off", v);
 	}
 	if ((v = getenv("DIOSHIM_PREFILL_CHUNK"))) {
 		uint64_t n;
@@ -174,8 +178,11 @@ void config_load(void)
 		if (config_parse_size(v, &n) && n >= 4096 && !(n & (n - 1)))
 			config.prefill_chunk = n;
 		else
-			log_msg("DIOSHIM_PREFILL_CHUNK=%s: a power of two, at "
-				"least 4k", v);
+			log_event(
+				LOG_CONFIG, NULL,
+				"DIOSHIM_PREFILL_CHUNK=%s: a power of two, at "
+				"least 4k",
+				v);
 	}
 	if ((v = getenv("DIOSHIM_STRIPES"))) {
 		uint64_t n;
@@ -184,8 +191,9 @@ void config_load(void)
 		    !(n & (n - 1)))
 			config.stripes = (uint32_t)n;
 		else
-			log_msg("DIOSHIM_STRIPES=%s: a power of two up to %d", v,
-				DIOSHIM_STRIPES);
+			log_event(LOG_CONFIG, NULL,
+				  "DIOSHIM_STRIPES=%s: a power of two up to %d",
+				  v, DIOSHIM_STRIPES);
 	}
 	if ((v = getenv("DIOSHIM_STRIPE_SIZE"))) {
 		uint64_t n;
@@ -194,8 +202,10 @@ void config_load(void)
 		    !(n & (n - 1)))
 			config.stripe_shift = (uint32_t)__builtin_ctzll(n);
 		else
-			log_msg("DIOSHIM_STRIPE_SIZE=%s: a power of two, 512 "
-				"to 1G", v);
+			log_event(LOG_CONFIG, NULL,
+				  "DIOSHIM_STRIPE_SIZE=%s: a power of two, 512 "
+				  "to 1G",
+				  v);
 	}
 	load_size("DIOSHIM_RESERVE", &config.reserve);
 	load_size("DIOSHIM_RESERVE_MAX", &config.reserve_max);
@@ -208,6 +218,8 @@ void config_load(void)
 	/* Segments follow their files' modes now; the old setting is
 	 * accepted and ignored, so that a unit file that sets it still runs. */
 	if (getenv("DIOSHIM_SHM_MODE"))
-		log_msg("DIOSHIM_SHM_MODE is ignored: a segment's mode follows "
+		log_event(
+			LOG_CONFIG, NULL,
+			"DIOSHIM_SHM_MODE is ignored: a segment's mode follows "
 			"its file's");
 }

@@ -202,13 +202,18 @@ void gap_punch(struct dioshim_seg *seg, int fd)
 					    SYNC_FILE_RANGE_WAIT_AFTER)) {
 			/* Not written out: the map may call data unwritten.
 			 * Left allocated. */
-			log_msg("cannot write out what the size grew over "
-				"(%s): left allocated", strerror(errno));
+			log_event(LOG_ERROR, LOG_FD(p.fd),
+				  "cannot write out what the size grew over "
+				  "(%s): left allocated",
+				  strerror(errno));
 			continue;
 		}
 		if (!extmap_walk(p.fd, p.lo, p.hi, punch_unwritten, &p))
-			log_msg("cannot read the extent map to punch what the "
-				"size grew over: %s", strerror(errno));
+			log_event(
+				LOG_ERROR, LOG_FD(p.fd),
+				"cannot read the extent map to punch what the "
+				"size grew over: %s",
+				strerror(errno));
 	}
 	if (p.fd >= 0 && p.fd != fd)
 		sys_close(p.fd);

@@ -135,7 +135,9 @@ bool guest_hold(uint64_t key, uint64_t dev, uint64_t ino)
 	}
 	rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	if (!ok)
-		log_msg("cannot announce a guest writer (%s)", strerror(errno));
+		log_event(LOG_ERROR, LOG_ID(dev, ino),
+			  "cannot announce a guest writer (%s)",
+			  strerror(errno));
 	return ok;
 }
 
@@ -254,7 +256,7 @@ bool append_lock_take(uint64_t key, uint64_t dev, uint64_t ino)
 			break;
 		}
 	}
-	log_once("an exact append goes without its lock (%s)",
+	log_once(LOG_ERROR, NULL, "an exact append goes without its lock (%s)",
 		 strerror(errno));
 	return false;
 }
@@ -330,9 +332,10 @@ void append_lockless_drain(uint64_t key, uint64_t dev, uint64_t ino)
 			looked = true;
 		}
 		if (now_ns() - t0 > LOCKLESS_WAIT_NS) {
-			log_msg("a lone writer's append still in the kernel "
-				"after %llu s: an exact append goes on",
-				LOCKLESS_WAIT_NS / 1000000000ull);
+			log_event(LOG_ERROR, LOG_ID(dev, ino),
+				  "a lone writer's append still in the kernel "
+				  "after %llu s: an exact append goes on",
+				  LOCKLESS_WAIT_NS / 1000000000ull);
 			break;
 		}
 		nanosleep(&nap, NULL);
@@ -354,8 +357,10 @@ void guest_atfork_child(void)
 		fd = guest_dir_fd(guests[i].key, true);
 		if (fd < 0 || guest_lock_byte(fd, guests[i].byte, F_OFD_SETLK,
 					      F_RDLCK))
-			log_msg("fork: cannot announce the child as a guest "
-				"writer (%s)", strerror(errno));
+			log_event(LOG_ERROR, NULL,
+				  "fork: cannot announce the child as a guest "
+				  "writer (%s)",
+				  strerror(errno));
 		rank_unlock(&lifeline_lock, LOCK_LIFELINE);
 	}
 }

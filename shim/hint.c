@@ -97,8 +97,10 @@ static struct dioshim_hint *hint_open(uint64_t key, bool make)
 		h = NULL;
 	}
 	if (!h && make)
-		log_msg("hint %s unusable: checking for segments on every "
-			"call", path);
+		log_event(LOG_ERROR, NULL,
+			  "hint %s unusable: checking for segments on every "
+			  "call",
+			  path);
 	return h;
 }
 
@@ -163,8 +165,10 @@ static bool hints_ready(void)
 		goto out;
 	n = hint_my_keys(hint_keys);
 	if (n < 0) {
-		log_msg("more than %d groups: checking for segments on every "
-			"call", HINTS_MAX - 2);
+		log_event(LOG_ERROR, NULL,
+			  "more than %d groups: checking for segments on every "
+			  "call",
+			  HINTS_MAX - 2);
 		__atomic_store_n(&hint_state, HINT_BROKEN, __ATOMIC_RELEASE);
 		goto out;
 	}
@@ -434,7 +438,8 @@ void hint_window_open(uint64_t key)
 	/* Waits for a recount under way (a scan of the directory). */
 	if (fd >= 0 && (!n || !*n) &&
 	    SYS_TRY(count_lock(fd, F_OFD_SETLKW, F_RDLCK)))
-		log_once("cannot hold the segment count's window (%s)",
+		log_once(LOG_ERROR, NULL,
+			 "cannot hold the segment count's window (%s)",
 			 strerror(errno));
 	if (n)
 		++*n;
@@ -478,9 +483,11 @@ bool hint_recount(uint64_t key, uint64_t (*count)(uint64_t key))
 		uint64_t n = count(key), was = atomic_load(&h->live);
 
 		if (n != was) {
-			log_msg("segments counted anew: %llu, the hint said "
-				"%llu", (unsigned long long)n,
-				(unsigned long long)was);
+			log_event(LOG_RECLAIM, NULL,
+				  "segments counted anew: %llu, the hint said "
+				  "%llu",
+				  (unsigned long long)n,
+				  (unsigned long long)was);
 			atomic_store(&h->live, n);
 			atomic_fetch_add(&h->gen, 1);
 		}

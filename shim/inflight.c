@@ -260,12 +260,14 @@ static bool drain_for(struct dioshim_seg *seg, uint64_t max_ms)
 			struct dioshim_slot *s = &seg->slot[i];
 			uint64_t o = atomic_load(&s->owner.pid_start);
 
-			if (o && slot_inflight(s) > 0 &&
-			    !slot_owner_alive(seg, s, o) &&
-			    slot_free_dead(seg, i, o))
-				log_msg("barrier: skipping writes of dead "
-					"process %llu",
-					(unsigned long long)(o & DIOSHIM_OWNER_PID_MASK));
+			if (!o || slot_inflight(s) <= 0 ||
+			    slot_owner_alive(seg, s, o) ||
+			    !slot_free_dead(seg, i, o))
+				continue;
+			o &= DIOSHIM_OWNER_PID_MASK;
+			log_event(LOG_RECLAIM, LOG_SEG(seg),
+				  "barrier: skipping writes of dead process "
+				  "%llu", (unsigned long long)o);
 		}
 	}
 }
@@ -291,7 +293,8 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	bool recovered;
 
 	if (fd < 0) {
-		log_once("a size change was cut short: the words wait for a "
+		log_once(LOG_FALLBACK, LOG_SEG(seg),
+			 "a size change was cut short: the words wait for a "
 			 "caller with a descriptor; passing through");
 		return false;
 	}
@@ -309,10 +312,11 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	atomic_fetch_add(&seg->epoch, 1);
 	atomic_store_explicit(&seg->barrier, BARRIER_UP, memory_order_seq_cst);
 	seg_unlock(&seg->ext_lock);
-	log_msg("a size change was cut short by its process's death: eof "
-		"%llu, size %llu, from the kernel's size",
-		(unsigned long long)atomic_load(&seg->eof),
-		(unsigned long long)atomic_load(&seg->phys));
+	log_event(LOG_RECOVER, LOG_SEGFD(seg, fd),
+		  "a size change was cut short by its process's death: eof "
+		  "%llu, size %llu, from the kernel's size",
+		  (unsigned long long)atomic_load(&seg->eof),
+		  (unsigned long long)atomic_load(&seg->phys));
 	return true;
 }
 

@@ -82,8 +82,11 @@ static bool words_repair(struct shim_file *f, int fd)
 	 * past the size just read: the file is theirs as it is (exact).
 	 * Nothing was reserved yet. */
 	if (atomic_load(&seg->phys) <= atomic_load(&seg->eof) &&
-	    guest_present(seg->hint_key, f->dev, f->ino, true))
+	    guest_present(seg->hint_key, f->dev, f->ino, true)) {
 		atomic_store(&seg->exact, 1);
+		log_event(LOG_EXACT, LOG_SEGFD(seg, fd),
+			  "its maker died waiting for its lone writers: exact");
+	}
 	/* Truncated away, blocks may be holes again. */
 	prefill_forget_all(f);
 	return true;
@@ -127,15 +130,18 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 		recover_fd_hint(fd, seg_blksize(seg), &hint, &rep);
 		recover_last = rep;
 		if (rep.outcome == RECOVER_FAILED) {
-			log_msg("recovery failed (%s): keeping the segment's "
-				"eof", strerror(errno));
+			log_event(LOG_RECOVER, LOG_SEGFD(seg, fd),
+				  "recovery failed (%s): keeping the segment's "
+				  "eof",
+				  strerror(errno));
 			return seg_resync(seg, fd);
 		}
 	}
 	if (sys_fstat(fd, &st)) {
-		log_msg("cannot read the size of a file its segment's first "
-			"user starts from (%s): it stays exact",
-			strerror(errno));
+		log_event(LOG_EXACT, LOG_SEGFD(seg, fd),
+			  "cannot read the size of a file its segment's first "
+			  "user starts from (%s): it stays exact",
+			  strerror(errno));
 		return false;
 	}
 	/* Killed on this mount, its users' words are the file's: the
@@ -220,8 +226,9 @@ static void guest_in(struct shim_file *f, int fd)
 		return;
 	if (!barrier_raise_fd(f, fd)) {
 		if (!atomic_load(&seg->exact))
-			log_msg("a guest cannot make the file exact: the "
-				"barrier is unusable");
+			log_event(LOG_EXACT, LOG_SEGFD(seg, fd),
+				  "a guest cannot make the file exact: the "
+				  "barrier is unusable");
 		return;
 	}
 	locked = seg_lock(&seg->ext_lock, &recovered);
@@ -231,10 +238,14 @@ static void guest_in(struct shim_file *f, int fd)
 	if (reserve_trim(f, fd)) {
 		gap_clear(seg); /* its writes: the kernel's business */
 		atomic_store(&seg->exact, 1);
+		log_event(LOG_EXACT, LOG_SEGFD(seg, fd),
+			  "a writer outside the segment (a guest): the reserved "
+			  "tail cut, the file exact");
+	} else {
+		log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+			  "a guest could not cut the reserved tail (%s)",
+			  strerror(errno));
 	}
-	else
-		log_msg("a guest could not cut the reserved tail (%s)",
-			strerror(errno));
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	barrier_lower(f);
@@ -314,6 +325,10 @@ static void guests_wait(struct shim_file *f, int fd)
 	if (locked)
 		seg_unlock(&seg->ext_lock);
 	barrier_lower(f);
+	if (!gone)
+		log_event(LOG_EXACT, LOG_SEGFD(seg, fd),
+			  "a lone writer did not join the new segment (idle, "
+			  "or unable to): exact");
 	pthread_setcancelstate(cancel, NULL);
 }
 

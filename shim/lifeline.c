@@ -108,7 +108,8 @@ void lifeline_register(uint64_t key, uint32_t token)
 	if (fd < 0)
 		goto out;
 	if (lifeline_lock_byte(fd, token, F_OFD_SETLK, F_WRLCK)) {
-		log_msg("cannot hold a lifeline (%s)", strerror(errno));
+		log_event(LOG_ERROR, NULL, "cannot hold a lifeline (%s)",
+			  strerror(errno));
 		sys_close(fd);
 		goto out;
 	}
@@ -163,8 +164,9 @@ void lifeline_evict(int fd)
 		} else {
 			/* No number left: the lifeline goes with fd, and
 			 * the slot it vouched for is judged by /proc. */
-			log_msg("cannot move a lifeline off fd %d: %s", fd,
-				strerror(errno));
+			log_event(LOG_ERROR, NULL,
+				  "cannot move a lifeline off fd %d: %s", fd,
+				  strerror(errno));
 			lifelines[i] = lifelines[--lifeline_n];
 		}
 		break;

@@ -5,7 +5,8 @@
  * Lines go out through raw syscalls, so logging works before the
  * real symbols are resolved and can never re-enter a wrapper; the file is
  * opened per line because programs that close every fd (closefrom) would
- * close a descriptor kept open for us.
+ * close a descriptor kept open for us.  One write(2) per line, on a file
+ * opened O_APPEND: lines of processes logging at once do not mix.
  */
 #define _GNU_SOURCE
 #include "log.h"
@@ -16,11 +17,24 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 /* DIOSHIM_LOG: "" silent, "stderr", or a file. */
 static char log_path[256];
+
+static const char *const event_word[LOG_EVENTS] = {
+	[LOG_FALLBACK] = "fallback",
+	[LOG_EXACT] = "exact",
+	[LOG_RECOVER] = "recover",
+	[LOG_RECLAIM] = "reclaim",
+	[LOG_GIVEBACK] = "enospc-giveback",
+	[LOG_OUTSIDE] = "outside",
+	[LOG_CONFIG] = "config",
+	[LOG_ERROR] = "error",
+};
 
 void log_set_path(const char *path)
 {
@@ -37,30 +51,131 @@ bool log_enabled(void)
 	return log_path[0] != '\0';
 }
 
-void log_msg(const char *fmt, ...)
+/*
+ * "YYYY-MM-DDThh:mm:ss.uuuuuuZ" of now.  By hand, not gmtime_r: glibc's
+ * takes the time zone lock even for UTC, and a line may be written in a
+ * child after fork or in a signal handler, where that lock may be held
+ * by a thread that is gone.  The civil date from days since the epoch is
+ * the proleptic Gregorian calendar's, counted in 400-year eras from
+ * March 1st of year 0 (so the leap day falls at the end of a year).
+ */
+static int put_time(char *out, size_t cap)
 {
-	char line[512];
-	int saved = errno, n, fd;
+	struct timespec ts;
+	long long days, secs, era, doe, yoe, doy, mp, y, m, d;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	days = ts.tv_sec / 86400;
+	secs = ts.tv_sec % 86400;
+	days += 719468;
+	era = days / 146097;
+	doe = days - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	d = doy - (153 * mp + 2) / 5 + 1;
+	m = mp < 10 ? mp + 3 : mp - 9;
+	y = yoe + era * 400 + (m <= 2);
+	return snprintf(out, cap,
+			"%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06ldZ", y,
+			m, d, secs / 3600, secs / 60 % 60, secs % 60,
+			ts.tv_nsec / 1000);
+}
+
+/* path as one field: blanks, control bytes and backslashes as \ooo. */
+static int put_path(char *out, size_t cap, const char *path, size_t len)
+{
+	size_t i, n = 0;
+
+	if (!len)
+		return snprintf(out, cap, "-");
+	for (i = 0; i < len && n + 5 < cap; i++) {
+		unsigned char c = (unsigned char)path[i];
+
+		if (c <= ' ' || c == 0x7f || c == '\\')
+			n += (size_t)snprintf(out + n, cap - n, "\\%03o", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	return (int)n;
+}
+
+/* "MAJOR:MINOR:INO PATH" of file, or "- -". */
+static int put_file(char *out, size_t cap, const struct log_file *file)
+{
+	char link[1024], proc[32];
+	uint64_t dev = 0, ino = 0;
+	const char *path = NULL;
+	size_t len = 0;
+	struct stat st;
+	ssize_t r;
+	int n;
+
+	if (file) {
+		dev = file->dev;
+		ino = file->ino;
+		if (!ino && file->fd >= 0 && !sys_fstat(file->fd, &st)) {
+			dev = st.st_dev;
+			ino = st.st_ino;
+		}
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", file->fd);
+		r = file->fd >= 0
+			    ? sys_readlinkat(AT_FDCWD, proc, link, sizeof(link))
+			    : -1;
+		if (r > 0 && link[0] == '/') {
+			path = link;
+			len = (size_t)r;
+		} else if (file->path) {
+			path = file->path;
+			len = strnlen(path, LOG_PATH_MAX);
+		}
+	}
+	if (ino)
+		n = snprintf(out, cap, "%u:%u:%llu ", major((dev_t)dev),
+			     minor((dev_t)dev), (unsigned long long)ino);
+	else
+		n = snprintf(out, cap, "- ");
+	return n + put_path(out + n, cap - (size_t)n, path, len);
+}
+
+void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
+	       ...)
+{
+	char line[4096];
+	size_t cap = sizeof(line) - 1, n;
+	int saved = errno, fd;
 	va_list ap;
 
 	if (!log_enabled())
 		return;
-	n = snprintf(line, sizeof(line), "dioshim[%d]: ", (int)getpid());
-	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
+	n = (size_t)put_time(line, cap);
+	n += (size_t)snprintf(
+		line + n, cap - n, " dioshim[%d] %s ", (int)getpid(),
+		(unsigned)ev < LOG_EVENTS ? event_word[ev] : "error");
+	n += (size_t)put_file(line + n, cap - n, file);
+	if (n < cap - 1) {
+		line[n++] = ' ';
+		va_start(ap, fmt);
+		n += (size_t)vsnprintf(line + n, cap - n, fmt, ap);
+		va_end(ap);
+	}
+	if (n > cap - 1)
+		n = cap - 1;
+	/* A message is one line, whatever its arguments held. */
+	for (size_t i = 0; i < n; i++)
+		if (line[i] == '\n')
+			line[i] = ' ';
 	line[n++] = '\n';
 
 	if (!strcmp(log_path, "stderr")) {
-		sys_write(2, line, (size_t)n);
+		sys_write(2, line, n);
 	} else {
 		fd = sys_openat_once(AT_FDCWD, log_path,
 				     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 				     0644);
 		if (fd >= 0) {
-			sys_write(fd, line, (size_t)n);
+			sys_write(fd, line, n);
 			sys_close(fd);
 		}
 	}

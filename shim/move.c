@@ -149,9 +149,11 @@ static bool zero_range(struct shim_file *f, int fd, uint64_t from,
 		return true;
 	if (sys_fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  (off_t)from, (off_t)(to - from))) {
-		log_msg("cannot zero %llu bytes at %llu after moving appends "
-			"(%s)", (unsigned long long)(to - from),
-			(unsigned long long)from, strerror(errno));
+		log_event(LOG_ERROR, LOG_FD(fd),
+			  "cannot zero %llu bytes at %llu after moving appends "
+			  "(%s)",
+			  (unsigned long long)(to - from),
+			  (unsigned long long)from, strerror(errno));
 		return false;
 	}
 	prefill_forget(f, from, to - from);
@@ -176,7 +178,8 @@ static void finish_close(struct shim_file *f, int fd)
 	atomic_store(&seg->move.state, MOVE_IDLE);
 	move_changed(seg);
 	if (to < end)
-		log_once("appends moved down by %llu bytes over failed ones",
+		log_once(LOG_ERROR, LOG_FD(fd),
+			 "appends moved down by %llu bytes over failed ones",
 			 (unsigned long long)(end - to));
 	/* The appends moved may have extended the kernel's size (exact
 	 * ones): the reserved tail past eof needs its record. */
@@ -216,8 +219,10 @@ static bool take_over(struct shim_file *f, int fd)
 					    me->pid_start))
 		return false;
 	seg->move.owner.pidns = me->pidns;
-	log_msg("a move of appends was left %s by a process that died: "
-		"taken over", st == MOVE_STARTING ? "starting" : "closing");
+	log_event(LOG_RECLAIM, LOG_FD(fd),
+		  "a move of appends was left %s by a process that died: "
+		  "taken over",
+		  st == MOVE_STARTING ? "starting" : "closing");
 	if (st == MOVE_CLOSING) {
 		finish_close(f, fd);
 		return true;
@@ -297,9 +302,11 @@ static void pass_dead(struct shim_file *f, int fd, uint64_t upto)
 
 	if (e >= upto)
 		return;
-	log_msg("appends moving at %llu: a writer below died; its range "
-		"%llu-%llu is passed over as zeros", (unsigned long long)upto,
-		(unsigned long long)e, (unsigned long long)upto);
+	log_event(LOG_RECLAIM, LOG_FD(fd),
+		  "appends moving at %llu: a writer below died; its range "
+		  "%llu-%llu is passed over as zeros",
+		  (unsigned long long)upto, (unsigned long long)e,
+		  (unsigned long long)upto);
 	zero_range(f, fd, e, upto);
 	eof_publish_at(seg, e, upto);
 }
@@ -413,7 +420,8 @@ int64_t move_publish(struct shim_file *f, int fd, uint64_t off, uint64_t end,
 	 * by its length.  With no room to say so, the range is zeros, and
 	 * passed over. */
 	if (done < len && !void_add(seg, off + done, end)) {
-		log_once("too many failed appends in one move: a range of "
+		log_once(LOG_ERROR, LOG_FD(fd),
+			 "too many failed appends in one move: a range of "
 			 "zeros is left");
 		zero_range(f, fd, target + done, target + len);
 		done = len;

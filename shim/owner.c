@@ -251,8 +251,9 @@ bool seg_lock(pthread_mutex_t *m, bool *recovered)
 	int rc = seg_lock_for(m, recovered, LOCK_TIMEOUT_SEC);
 
 	if (rc) {
-		log_msg("shared lock unusable (%s): passing through",
-			strerror(rc));
+		log_event(LOG_FALLBACK, NULL,
+			  "shared lock unusable (%s): passing through",
+			  strerror(rc));
 		return false;
 	}
 	return true;

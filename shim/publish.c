@@ -253,9 +253,10 @@ int eof_publish_in_order(struct dioshim_seg *seg, int slot, uint64_t off,
 		    stalled(seg, &t0, &waited)) {
 			uint64_t want = end;
 
-			log_msg("append at %llu: an earlier append's writer "
-				"died; publishing past it",
-				(unsigned long long)off);
+			log_event(LOG_RECLAIM, LOG_SEG(seg),
+				  "append at %llu: an earlier append's writer "
+				  "died; publishing past it",
+				  (unsigned long long)off);
 			if (mine)
 				atomic_compare_exchange_strong(&mine->end,
 							       &want, 0);

@@ -169,8 +169,9 @@ static bool reclaim_dead(uint64_t key, struct dioshim_stripe *s,
 	if (!atomic_compare_exchange_strong(&s->writer.pid_start, &holder,
 					    via))
 		return false;
-	log_msg("extent lock: holder %llu died; taken over",
-		(unsigned long long)(holder & DIOSHIM_OWNER_PID_MASK));
+	log_event(LOG_RECLAIM, NULL,
+		  "extent lock: holder %llu died; taken over",
+		  (unsigned long long)(holder & DIOSHIM_OWNER_PID_MASK));
 	/* It died holding the stripe: its count is odd. */
 	if (atomic_load(&s->seq) & 1) {
 		if (!to)
@@ -324,8 +325,9 @@ static void wide_reclaim(uint64_t key, struct dioshim_wide *w)
 		return;
 	}
 	if (!owner_alive_in(key, h, w->owner.pidns) && wide_free(w, h))
-		log_msg("extent lock: wide holder %llu died; slot freed",
-			(unsigned long long)(h & DIOSHIM_OWNER_PID_MASK));
+		log_event(LOG_RECLAIM, NULL,
+			  "extent lock: wide holder %llu died; slot freed",
+			  (unsigned long long)(h & DIOSHIM_OWNER_PID_MASK));
 }
 
 /*
@@ -551,8 +553,10 @@ void rangelock_release_self(struct dioshim_seg *seg)
 	for (i = 0; i < DIOSHIM_WIDE_SLOTS; i++)
 		if ((uint32_t)seg->wide[i].owner.pidns == (uint32_t)me->pidns &&
 		    wide_free(&seg->wide[i], me->pid_start))
-			log_msg("extent lock: wide slot %u left by our "
-				"previous image", i);
+			log_event(LOG_RECLAIM, LOG_SEG(seg),
+				  "extent lock: wide slot %u left by our "
+				  "previous image",
+				  i);
 	for (i = 0; i < n; i++) {
 		struct dioshim_stripe *s = &seg->stripe[i];
 		uint64_t holder = me->pid_start;
@@ -569,7 +573,9 @@ void rangelock_release_self(struct dioshim_seg *seg)
 		    !atomic_compare_exchange_strong(&s->writer.pid_start,
 						    &holder, 0))
 			continue;
-		log_msg("extent lock: stripe %u left by our previous image", i);
+		log_event(LOG_RECLAIM, LOG_SEG(seg),
+			  "extent lock: stripe %u left by our previous image",
+			  i);
 		if (atomic_load(&s->seq) & 1)
 			atomic_fetch_add_explicit(&s->seq, 1,
 						  memory_order_release);

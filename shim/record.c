@@ -36,7 +36,8 @@ bool record_read(int fd, uint64_t *eof, uint64_t *phys)
 	v[n] = '\0';
 	if (sscanf(v, "v1 %" SCNu64 " %" SCNu64, eof, phys) != 2 ||
 	    *eof > *phys || *phys > (uint64_t)INT64_MAX) {
-		log_msg("ignoring a malformed %s record", DIOSHIM_XATTR_EOF);
+		log_event(LOG_ERROR, LOG_FD(fd),
+			  "ignoring a malformed %s record", DIOSHIM_XATTR_EOF);
 		errno = EINVAL;
 		return false;
 	}

@@ -272,11 +272,14 @@ enum recover_outcome recover_fd_hint(int fd, uint32_t blksize,
 		rep->outcome = RECOVER_CLEAN;
 	}
 	if (!record_remove(fd))
-		log_msg("recovered, but the record stays: %s", strerror(errno));
-	log_msg("recovered: record eof %" PRIu64 " phys %" PRIu64
-		", size %" PRIu64 " -> %" PRIu64,
-		rep->rec_eof, rep->rec_phys, rep->size_before,
-		rep->size_after);
+		log_event(LOG_ERROR, LOG_FD(fd),
+			  "recovered, but the record stays: %s",
+			  strerror(errno));
+	log_event(LOG_RECOVER, LOG_FD(fd),
+		  "recovered: record eof %" PRIu64 " phys %" PRIu64
+		  ", size %" PRIu64 " -> %" PRIu64,
+		  rep->rec_eof, rep->rec_phys, rep->size_before,
+		  rep->size_after);
 	return rep->outcome;
 }
 
@@ -302,8 +305,9 @@ bool recover_words(struct dioshim_seg *seg, int fd)
 	struct stat st;
 
 	if (sys_fstat(fd, &st)) {
-		log_msg("cannot read the size to recompute the words: %s",
-			strerror(errno));
+		log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+			  "cannot read the size to recompute the words: %s",
+			  strerror(errno));
 		return false;
 	}
 	size = (uint64_t)st.st_size;
@@ -352,8 +356,9 @@ bool recover_words(struct dioshim_seg *seg, int fd)
 		atomic_store(&seg->recorded_phys, size);
 	} else {
 		atomic_store(&seg->recorded_phys, 0);
-		log_msg("cannot record eof after recomputing the words: %s",
-			strerror(errno));
+		log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+			  "cannot record eof after recomputing the words: %s",
+			  strerror(errno));
 	}
 	return true;
 }

@@ -169,7 +169,8 @@ static uint64_t phys_resync(struct dioshim_seg *seg, int fd, uint64_t phys)
 	struct stat st;
 
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
-		log_once("size moved outside the shim (%llu, expected %llu)",
+		log_once(LOG_OUTSIDE, LOG_SEGFD(seg, fd),
+			 "size moved outside the shim (%llu, expected %llu)",
 			 (unsigned long long)st.st_size,
 			 (unsigned long long)phys);
 		phys = (uint64_t)st.st_size;
@@ -268,10 +269,12 @@ static bool record_ahead(struct dioshim_seg *seg, int fd, uint64_t eof,
 		return true;
 	if (errno == EOPNOTSUPP || errno == ENOTSUP) {
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-		log_msg("no user xattrs here: extending writes of this "
-			"file go to the kernel as issued");
+		log_event(LOG_FALLBACK, LOG_SEGFD(seg, fd),
+			  "no user xattrs here: extending writes of this "
+			  "file go to the kernel as issued");
 	} else {
-		log_once("cannot record eof (%s): writing exactly",
+		log_once(LOG_EXACT, LOG_SEGFD(seg, fd),
+			 "cannot record eof (%s): writing exactly",
 			 strerror(errno));
 	}
 	return false;
@@ -298,10 +301,12 @@ static void reserve_failed(struct shim_file *f, int fd, uint64_t phys,
 	seg->reserve_failed_ns = now;
 	if (err == EOPNOTSUPP) {
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-		log_msg("fallocate unsupported: extending writes of "
-			"this file go to the kernel as issued");
+		log_event(LOG_FALLBACK, LOG_SEGFD(seg, fd),
+			  "fallocate unsupported: extending writes of "
+			  "this file go to the kernel as issued");
 	} else {
-		log_once("reservation of %llu bytes failed (%s): "
+		log_once(LOG_EXACT, LOG_SEGFD(seg, fd),
+			 "reservation of %llu bytes failed (%s): "
 			 "writing exactly",
 			 (unsigned long long)len, strerror(err));
 	}
@@ -542,15 +547,17 @@ bool reserve_trim(struct shim_file *f, int fd)
 			keep_restore(seg, fd, target);
 		}
 		if (rc) {
-			log_msg("trim to %llu failed (%s)",
-				(unsigned long long)target, strerror(err));
+			log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+				  "trim to %llu failed (%s)",
+				  (unsigned long long)target, strerror(err));
 			return false;
 		}
 		atomic_store(&seg->phys, target);
 	}
 	if (target > eof) {
-		log_msg("data found past eof %llu: size kept at %llu",
-			(unsigned long long)eof, (unsigned long long)target);
+		log_event(LOG_RECOVER, LOG_SEGFD(seg, fd),
+			  "data found past eof %llu: size kept at %llu",
+			  (unsigned long long)eof, (unsigned long long)target);
 		atomic_store(&seg->eof, target);
 		atomic_store(&seg->tail, target);
 	}
@@ -575,8 +582,10 @@ static void keep_again(uint64_t lo, uint64_t hi, void *arg)
 
 	if (wfd < 0 ||
 	    sys_fallocate(wfd, FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(hi - lo)))
-		log_msg("could not re-allocate the application's blocks past "
-			"eof: %s", strerror(errno));
+		log_event(LOG_ERROR, LOG_FD(wfd),
+			  "could not re-allocate the application's blocks past "
+			  "eof: %s",
+			  strerror(errno));
 }
 
 void keep_restore(struct dioshim_seg *seg, int fd, uint64_t from)
@@ -604,7 +613,8 @@ bool record_forget(struct shim_file *f, int fd)
 		 * gone; what the record says is then only that the size was
 		 * once reserved up to its phys, and recovery keeps every
 		 * block of data: the next shimmed open removes it. */
-		log_msg("cannot remove the eof record: %s", strerror(errno));
+		log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+			  "cannot remove the eof record: %s", strerror(errno));
 		if (errno != ENOSPC && errno != EDQUOT)
 			return false;
 	}
@@ -634,7 +644,8 @@ bool record_refresh(struct shim_file *f, int fd)
 		ok = true;
 	} else {
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
-		log_once("cannot record eof at sync (%s)", strerror(errno));
+		log_once(LOG_ERROR, LOG_SEGFD(seg, fd),
+			 "cannot record eof at sync (%s)", strerror(errno));
 	}
 	seg_unlock(&seg->ext_lock);
 	return ok;
@@ -660,7 +671,8 @@ void reserve_after_move(struct shim_file *f, int fd)
 			atomic_store(&seg->recorded_eof, rec);
 			atomic_store(&seg->recorded_phys, phys);
 		} else {
-			log_once("cannot record eof after moving appends (%s)",
+			log_once(LOG_ERROR, LOG_SEGFD(seg, fd),
+				 "cannot record eof after moving appends (%s)",
 				 strerror(errno));
 		}
 	}
@@ -686,8 +698,10 @@ void reserve_cut_durable(struct shim_file *f, int fd)
 		/* The cut stands; a power cut may bring the tail back, with
 		 * its record if that too was synced: the next shimmed open
 		 * of the file cuts it again. */
-		log_msg("cannot make the cut of the reserved tail durable "
-			"(%s)", strerror(errno));
+		log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
+			  "cannot make the cut of the reserved tail durable "
+			  "(%s)",
+			  strerror(errno));
 		return;
 	}
 	atomic_fetch_and(&seg->flags, ~DIOSHIM_SEGF_SYNCED);

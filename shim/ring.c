@@ -347,8 +347,9 @@ static void ring_complete(struct aring *r, uint64_t key, int64_t res)
 static void ring_complete_all(struct aring *r, const char *why)
 {
 	if (r->ops)
-		log_msg("%u asynchronous writes: %s; taken as complete",
-			r->nops, why);
+		log_event(LOG_ERROR, NULL,
+			  "%u asynchronous writes: %s; taken as complete",
+			  r->nops, why);
 	while (r->ops) {
 		struct aop *a = r->ops;
 

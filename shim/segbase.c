@@ -198,7 +198,8 @@ bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
 		return true;
 	if (sys_madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
 		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
-		log_once("shared memory for the extent-lock table or the "
+		log_once(LOG_ERROR, LOG_SEG(seg),
+			 "shared memory for the extent-lock table or the "
 			 "prefill bitmap unavailable (%s): doing without",
 			 strerror(errno));
 		return false;
@@ -225,8 +226,9 @@ static bool slot_back(struct dioshim_seg *seg, int i)
 	if ((uint32_t)i < atomic_load(&seg->slots_hi))
 		return true;
 	if (!slot_back_range(seg, i + 1)) {
-		log_msg("cannot allocate attach slot %d (%s)", i,
-			strerror(errno));
+		log_event(LOG_ERROR, LOG_SEG(seg),
+			  "cannot allocate attach slot %d (%s)", i,
+			  strerror(errno));
 		return false;
 	}
 	atomic_store_explicit(&seg->slots_hi, (uint32_t)i + 1,
@@ -369,11 +371,13 @@ bool attach_lock_take(struct dioshim_seg *seg)
 				  LOCK_TIMEOUT_SEC);
 		if (!rc)
 			return true;
-		log_msg("attach lock held too long (%s): passing through",
-			strerror(rc));
+		log_event(LOG_FALLBACK, LOG_SEG(seg),
+			  "attach lock held too long (%s): passing through",
+			  strerror(rc));
 		return false;
 	}
-	log_msg("attach lock unusable with no live user: re-made");
+	log_event(LOG_RECLAIM, LOG_SEG(seg),
+		  "attach lock unusable with no live user: re-made");
 	robust_init(&seg->attach_lock);
 	return seg_lock_for(&seg->attach_lock, &recovered, 1) == 0;
 }

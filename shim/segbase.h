@@ -13,6 +13,7 @@
 #include "dioshim/layout.h"
 #include "guest.h"
 #include "hint.h"
+#include "log.h"
 #include "lifeline.h"
 #include "owner.h"
 #include "shm.h"
@@ -213,6 +214,15 @@ static inline void touched_raise(struct dioshim_seg *seg, uint64_t end)
 bool birth_matches(const struct dioshim_seg *seg, const struct file_id *id);
 /* Whether seg's header is of this layout and names (dev, ino). */
 bool seg_header_ok(const struct dioshim_seg *seg, uint64_t dev, uint64_t ino);
+
+/* A log line's file (log.h): seg's, with the path it was made at, or
+ * fd's path when fd >= 0 (where the file is now). */
+#define LOG_SEG(seg_) LOG_SEGFD(seg_, -1)
+#define LOG_SEGFD(seg_, fd_)                      \
+	(&(struct log_file){.dev = (seg_)->dev,   \
+			    .ino = (seg_)->ino,   \
+			    .path = (seg_)->path, \
+			    .fd = (fd_)})
 /* The pages of seg's first n slots allocated (they may be touched). */
 bool slot_back_range(struct dioshim_seg *seg, int n);
 /* A slot of seg for this process (attach_lock held); -1 if none. */

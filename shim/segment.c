@@ -132,8 +132,10 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 			       ? JOIN_GUEST
 			       : JOIN_GUEST_UNANNOUNCED;
 		seg_unlock(&seg->attach_lock);
-		log_msg("%s: its slots cannot be mapped (%s): writing as a "
-			"guest, the file exact", path, strerror(errno));
+		log_event(LOG_EXACT, LOG_ID(id->dev, id->ino),
+			  "%s: its slots cannot be mapped (%s): writing as a "
+			  "guest, the file exact",
+			  path, strerror(errno));
 		return slot;
 	}
 	if (!birth_matches(seg, id)) {
@@ -141,8 +143,10 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 		 * go only when nobody holds the old file open. */
 		if (others_alive(seg, -1)) {
 			seg_unlock(&seg->attach_lock);
-			log_msg("%s: belongs to an older file still open "
-				"elsewhere: passing through", path);
+			log_event(LOG_FALLBACK, LOG_ID(id->dev, id->ino),
+				  "%s: belongs to an older file still open "
+				  "elsewhere: passing through",
+				  path);
 			return JOIN_NONE;
 		}
 		atomic_store(&seg->state, DIOSHIM_SEG_DEAD);
@@ -163,14 +167,16 @@ static int seg_join(struct dioshim_seg *seg, const char *path,
 	/* A guest announces itself before the last member can leave: that
 	 * one then keeps the segment for it. */
 	if (slot < 0 && !guest_hold(seg->hint_key, id->dev, id->ino)) {
-		log_msg("%s: a guest that cannot announce itself", path);
+		log_event(LOG_ERROR, LOG_ID(id->dev, id->ino),
+			  "%s: a guest that cannot announce itself", path);
 		slot = JOIN_GUEST_UNANNOUNCED;
 	}
 	seg_unlock(&seg->attach_lock);
 	if (slot < 0) {
-		log_msg("%s: no attach slot (all %d taken, or no memory for "
-			"one): writing as a guest, the file exact", path,
-			DIOSHIM_MAX_PROCS);
+		log_event(LOG_EXACT, LOG_ID(id->dev, id->ino),
+			  "%s: no attach slot (all %d taken, or no memory for "
+			  "one): writing as a guest, the file exact",
+			  path, DIOSHIM_MAX_PROCS);
 		return slot == JOIN_GUEST_UNANNOUNCED ? slot : JOIN_GUEST;
 	}
 	return slot;
@@ -297,6 +303,8 @@ struct attach {
 	 * while guests had announced themselves, its barrier up. */
 	bool moved, guest, held, wait_guests;
 };
+/* The file of an attach, for a log line. */
+#define ATTACH_LOG(a) LOG_IDFD((a)->id->dev, (a)->id->ino, (a)->fd)
 
 /* Our attachment for id, one reference more; NULL if none.  files_lock
  * held. */
@@ -363,6 +371,9 @@ static void attach_made(struct attach *a, uint64_t key)
 	if (a->wait_guests && !barrier_hold_new(seg)) {
 		atomic_store(&seg->exact, 1);
 		a->wait_guests = false;
+		log_event(LOG_EXACT, ATTACH_LOG(a),
+			  "its lone writers cannot be waited for (the barrier "
+			  "is unusable): exact");
 	}
 	seg_unlock(&seg->attach_lock);
 }
@@ -412,8 +423,9 @@ static int attach_make(struct attach *a)
 	}
 	if (errno == EEXIST)
 		return ATTACH_AGAIN;
-	log_msg("%s: cannot create (%s): passing through", a->path,
-		strerror(errno));
+	log_event(LOG_FALLBACK, ATTACH_LOG(a),
+		  "%s: cannot create (%s): passing through", a->path,
+		  strerror(errno));
 	/* No segment (a full directory): we write the file as it is, so no
 	 * one may reserve in it while we live.  Announced as a guest, then
 	 * looked at again: a segment made meanwhile is joined (and made
@@ -452,13 +464,16 @@ static void attach_seg(struct attach *a)
 			if (errno != EPERM && errno != EACCES &&
 			    errno != ELOOP && tries < 7)
 				continue;
-			log_msg("%s: cannot open (%s): passing through",
-				a->path, strerror(errno));
+			log_event(LOG_FALLBACK, ATTACH_LOG(a),
+				  "%s: cannot open (%s): passing through",
+				  a->path, strerror(errno));
 			break;
 		}
 		if (!seg_header_ok(a->seg, a->id->dev, a->id->ino)) {
-			log_msg("%s: corrupt or foreign segment: passing "
-				"through", a->path);
+			log_event(LOG_FALLBACK, ATTACH_LOG(a),
+				  "%s: corrupt or foreign segment: passing "
+				  "through",
+				  a->path);
 			sys_munmap(a->seg, SEG_SIZE);
 			a->seg = NULL;
 			break;
@@ -610,8 +625,9 @@ static void own_writes_drain(struct shim_file *f)
 	     waited++)
 		nanosleep(&nap, NULL);
 	if (waited == DRAIN_OWN_MS)
-		log_msg("writes of ours still in flight after %d ms: left",
-			DRAIN_OWN_MS);
+		log_event(LOG_ERROR, LOG_SEG(f->seg),
+			  "writes of ours still in flight after %d ms: left",
+			  DRAIN_OWN_MS);
 }
 
 /* Detach f (its last reference is gone); files_lock held. */
@@ -758,7 +774,8 @@ static void file_last_put(struct shim_file *f, int fd)
 	/* Never cut another file through a number that was ours. */
 	if (kept >= 0 && (sys_fstat(kept, &st) || (uint64_t)st.st_dev != f->dev ||
 			  (uint64_t)st.st_ino != f->ino)) {
-		log_msg("the kept copy of a file is not it any more");
+		log_event(LOG_ERROR, LOG_ID(f->dev, f->ino),
+			  "the kept copy of a file is not it any more");
 		kept = -1;
 		fd_unkeep(f->kept, false); /* nor closed: not ours now */
 		f->kept = 0;
@@ -779,7 +796,9 @@ void segment_put(struct shim_file *f, int fd)
 		 * the kernel keeps the file open for them, so do we. */
 		f->kept = fd_keep(fd);
 		if (!f->kept)
-			log_msg("closed with writes in flight, and no room to "
+			log_event(
+				LOG_ERROR, LOG_IDFD(f->dev, f->ino, fd),
+				"closed with writes in flight, and no room to "
 				"keep it: its reserved tail stays");
 	}
 	rank_unlock(&files_lock, LOCK_FILES);
@@ -849,7 +868,8 @@ void segment_atfork_child(void)
 			/* Keep the mapping (ofds point here) but stop using
 			 * the parent's slot: the child writes as a guest,
 			 * making the file exact on its first call. */
-			log_msg("fork: no slot for the child: a guest");
+			log_event(LOG_EXACT, LOG_SEG(f->seg),
+				  "fork: no slot for the child: a guest");
 			f->slot = -1;
 			f->guest = true;
 		} else {

@@ -60,8 +60,9 @@ int shm_group_dir(char *buf, size_t cap, uint32_t gid, bool make)
 		if (sys_fchownat(AT_FDCWD, buf, (uid_t)-1, (gid_t)gid,
 				 AT_SYMLINK_NOFOLLOW) ||
 		    sys_fchmodat(AT_FDCWD, buf, 0770)) {
-			log_msg("%s: cannot give it to its group (%s)", buf,
-				strerror(errno));
+			log_event(LOG_ERROR, NULL,
+				  "%s: cannot give it to its group (%s)", buf,
+				  strerror(errno));
 			sys_unlinkat(AT_FDCWD, buf, AT_REMOVEDIR);
 			return -1;
 		}
@@ -70,8 +71,10 @@ int shm_group_dir(char *buf, size_t cap, uint32_t gid, bool make)
 		return -1;
 	if (!S_ISDIR(st.st_mode) || st.st_gid != gid ||
 	    (st.st_mode & 07777) != 0770 || shm_dir_setgid()) {
-		log_once("%s: not a group directory of ours: its files pass "
-			 "through", buf);
+		log_once(LOG_FALLBACK, NULL,
+			 "%s: not a group directory of ours: its files pass "
+			 "through",
+			 buf);
 		errno = EPERM;
 		return -1;
 	}
@@ -205,8 +208,9 @@ int shm_open_checked(const char *path, size_t size, bool writable,
 		return -1;
 	if (!shm_fd_ok(fd, size, want)) {
 		sys_close(fd);
-		log_msg("%s: not ours (owner, mode or size): ignoring it",
-			path);
+		log_event(LOG_FALLBACK, NULL,
+			  "%s: not ours (owner, mode or size): ignoring it",
+			  path);
 		errno = EPERM;
 		return -1;
 	}
@@ -227,8 +231,9 @@ void *shm_open_existing(const char *path, size_t size, bool writable,
 	if (writable && shm_back(fd, size, shm_backed_size(size))) {
 		err = errno;
 		sys_close(fd);
-		log_msg("%s: cannot back it (%s): ignoring it", path,
-			strerror(err));
+		log_event(LOG_FALLBACK, NULL,
+			  "%s: cannot back it (%s): ignoring it", path,
+			  strerror(err));
 		errno = err;
 		return NULL;
 	}

@@ -155,9 +155,9 @@ static bool self_has_open(uint64_t dev, uint64_t ino)
  * and has one.  True if blocks were given back. */
 static bool cut_one(const struct seg_peek *p, uint64_t dev)
 {
-	struct dioshim_seg *seg;
+	struct dioshim_seg *seg = NULL;
 	int i, fd;
-	uint64_t before;
+	uint64_t before = 0;
 	struct file_id id;
 	struct shim_file *f;
 	bool cut = false, skipped = false, recovered;
@@ -201,10 +201,16 @@ static bool cut_one(const struct seg_peek *p, uint64_t dev)
 	} else if (f->slot >= 0 && !atomic_load(&f->seg->exact)) {
 		skipped = true;
 	}
-	if (skipped)
-		log_msg("out of space: the reserved tail of %s stays (its "
-			"writers did not drain within %d ms)",
-			p->path, DRAIN_MS);
+	if (cut)
+		log_event(LOG_GIVEBACK, LOG_IDFD(dev, p->ino, fd),
+			  "out of space: %llu bytes of reserved tail given "
+			  "back",
+			  (unsigned long long)(before - atomic_load(&seg->phys)));
+	else if (skipped)
+		log_event(LOG_GIVEBACK, LOG_IDFD(dev, p->ino, fd),
+			  "out of space: the reserved tail stays (its writers "
+			  "did not drain within %d ms)",
+			  DRAIN_MS);
 	segment_put(f, fd);
 	sys_close(fd);
 	return cut;
@@ -267,9 +273,10 @@ bool space_reclaim(uint64_t dev)
 	walk(dev, cut_each, &n);
 	pthread_setcancelstate(cancel, NULL);
 	if (n)
-		log_msg("out of space: reserved tails of %d file(s) given back, "
-			"trying again",
-			n);
+		log_event(LOG_GIVEBACK, NULL,
+			  "out of space: reserved tails of %d file(s) given "
+			  "back, trying again",
+			  n);
 	errno = saved;
 	return n > 0;
 }
@@ -319,9 +326,10 @@ void space_recount(uint64_t key, uint64_t dev)
 	}
 	held = hint_budget_add(key, dev, 0);
 	if (held == before && held > r.sum) {
-		log_msg("disk budget: %llu bytes counted, %llu held by the "
-			"segments there: counted anew",
-			(unsigned long long)held, (unsigned long long)r.sum);
+		log_event(LOG_RECLAIM, NULL,
+			  "disk budget: %llu bytes counted, %llu held by the "
+			  "segments there: counted anew",
+			  (unsigned long long)held, (unsigned long long)r.sum);
 		hint_budget_add(key, dev, -(int64_t)(held - r.sum));
 		atomic_store(&t->wait, SPACE_RECOUNT_NS);
 	} else if (held == before) {

@@ -225,7 +225,8 @@ static void uring_prepare(struct batch *b, struct io_uring *ring,
 			 * say when it is done */
 			struct aop *p, *prev = NULL;
 
-			log_once("a write that skips its completion goes as "
+			log_once(LOG_FALLBACK, NULL,
+				 "a write that skips its completion goes as "
 				 "before: its size is taken at submission");
 
 			for (p = r->ops; p != a; prev = p, p = p->next)
@@ -485,7 +486,8 @@ static int uring_before(struct io_uring *ring, struct batch *b)
 		if (!uring_reserve(b, ring, r)) {
 			rank_unlock(&async_lock, LOCK_ASYNC);
 			batch_end(b);
-			log_once("no memory for the books of an io_uring "
+			log_once(LOG_ERROR, NULL,
+				 "no memory for the books of an io_uring "
 				 "submission: refused (ENOMEM)");
 			return -ENOMEM;
 		}
@@ -546,7 +548,8 @@ static void uring_leftovers(struct io_uring *ring, struct batch *b)
 		    a->t.end != a->t.off)
 			all = false;
 	if (!all) {
-		log_once("io_uring entries left queued by the kernel stay "
+		log_once(LOG_ERROR, NULL,
+			 "io_uring entries left queued by the kernel stay "
 			 "tracked as submitted (a range could not be given "
 			 "back)");
 		for (a = r->ops; a; a = a->next)
@@ -612,7 +615,8 @@ static bool uring_nested_refused(struct io_uring *ring)
 		if ((uring_is_write(op) || uring_is_read(op) ||
 		     op == IORING_OP_FSYNC || op == IORING_OP_FALLOCATE) &&
 		    ((s->flags & IOSQE_FIXED_FILE) || nested_may_serve(s->fd))) {
-			log_once("an io_uring submission from a signal handler "
+			log_once(LOG_ERROR, NULL,
+				 "an io_uring submission from a signal handler "
 				 "inside the shim: EAGAIN");
 			return true;
 		}

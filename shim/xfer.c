@@ -66,8 +66,10 @@ static void holds_put(struct holds *hs, int fd, struct ofd *o, struct ofd *g)
 		if (hs->h[i].fd == fd)
 			return;
 	if (hs->n == hs->max) {
-		log_once("a call on more than %d files: the rest go as they "
-			 "are", hs->max);
+		log_once(LOG_FALLBACK, NULL,
+			 "a call on more than %d files: the rest go as they "
+			 "are",
+			 hs->max);
 		return;
 	}
 	h = &hs->h[hs->n++];

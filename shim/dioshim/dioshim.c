@@ -457,7 +457,8 @@ int main(int argc, char **argv)
 			return gc();
 		}
 	}
-	config_load();
+	/* The command run reads the settings itself (the library): read
+	 * here too, a bad one would be logged twice. */
 	if (!strcmp(argv[1], "--")) {
 		if (argc < 3) {
 			usage(stderr);
