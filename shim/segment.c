@@ -774,7 +774,7 @@ static void file_last_put(struct shim_file *f, int fd)
 	/* Never cut another file through a number that was ours. */
 	if (kept >= 0 && (sys_fstat(kept, &st) || (uint64_t)st.st_dev != f->dev ||
 			  (uint64_t)st.st_ino != f->ino)) {
-		log_event(LOG_ERROR, LOG_ID(f->dev, f->ino),
+		log_event(LOG_OUTSIDE, LOG_ID(f->dev, f->ino),
 			  "the kept copy of a file is not it any more");
 		kept = -1;
 		fd_unkeep(f->kept, false); /* nor closed: not ours now */
