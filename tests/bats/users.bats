@@ -61,6 +61,7 @@ setup() {
 }
 
 teardown() {
+	touch "$T/go" # a paused writer goes on
 	reap_bg
 	rm -f "$F" "$F".*
 }
@@ -220,4 +221,34 @@ resume_writer() {
 	printf '\0\0\0\0' | dd of="$SEG" bs=1 seek=52 conv=notrunc status=none
 	printf '\1\0\0\0' | dd of="$SEG" bs=1 seek=192 conv=notrunc status=none
 	resume_writer "$F" poked 600
+}
+
+@test "dioshim status with no FILE: root lists every user's served files; a user lists its own, not another user's private one" {
+	local a=$F.a b=$F.b
+	# Each user writes a private file (0644: its segment is 0600, its
+	# writer's), paused with its tail reserved.
+	as "$U1" env DIOSHIM_ENGAGE=always "$DIOSHIM" "$HELPERS/t_appender" \
+		-t 1 -n 100 -c -p "16:$T/ready.a:$T/go" "$a" >/dev/null 2>&1 &
+	BG=$!
+	as "$U2" env DIOSHIM_ENGAGE=always "$DIOSHIM" "$HELPERS/t_appender" \
+		-t 1 -n 100 -c -p "16:$T/ready.b:$T/go" "$b" >/dev/null 2>&1 &
+	wait_file "$T/ready.a"
+	wait_file "$T/ready.b"
+	[ "$(noshim stat -c %U "$(seg_of "$a")")" = "$U1" ]
+	run env DIOSHIM_SHM_DIR="$USHM" "$DIOSHIM" status
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 2 ]
+	grep -q "^$a: .* procs 1 .* mode reserving " <<<"$output"
+	grep -q "^$b: .* procs 1 .* mode reserving " <<<"$output"
+	run as "$U1" "$DIOSHIM" status
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 1 ]
+	grep -q "^$a: .* procs 1 " <<<"$output"
+	touch "$T/go"
+	wait
+	run env DIOSHIM_SHM_DIR="$USHM" "$DIOSHIM" status
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
 }
