@@ -116,8 +116,10 @@ build_package() {
 
 @test "lintian on the .deb and the .changes: no error" {
 	[ -e "$CHANGES" ] || skip "no package was built"
-	run timeout 300 lintian "$DEB" "$CHANGES"
+	# Exit 0: no run-time error (1), no error tag (2, --fail-on error).
+	run timeout 300 lintian --fail-on error "$DEB" "$CHANGES"
 	echo "$output"
+	[ "$status" -eq 0 ]
 	! grep -q '^E: ' <<<"$output"
 }
 
