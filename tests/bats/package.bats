@@ -12,7 +12,7 @@
 load helper
 
 setup_file() {
-	export PKG_SKIP= PKG_OURS=
+	export PKG_SKIP='' PKG_OURS=''
 	fs_setup_file ext4 256M
 	if ! PKG_SKIP=$(package_skip_reason); then
 		export PKG_SKIP
@@ -70,7 +70,7 @@ package_skip_reason() {
 		return 1
 	fi
 	(cd "$TOP" && dpkg-checkbuilddeps 2>&1) >/dev/null ||
-		{ echo "$(cd "$TOP" && dpkg-checkbuilddeps 2>&1 | head -n 1)"; return 1; }
+		{ (cd "$TOP" && dpkg-checkbuilddeps 2>&1 | head -n 1); return 1; }
 	return 0
 }
 
@@ -81,7 +81,10 @@ checkout_state() {
 	if git -C "$TOP" rev-parse --git-dir >/dev/null 2>&1; then
 		git -C "$TOP" status --porcelain --untracked-files=all
 	fi
-	ls -a "$TOP/.." | grep -E '^dioshim.*\.(deb|ddeb|changes|buildinfo)$' || true
+	local f
+	for f in "$TOP"/../dioshim*.{deb,ddeb,changes,buildinfo}; do
+		[ ! -e "$f" ] || echo "$f"
+	done
 }
 
 # The tree as it is now (committed or not; what git ignores, build/ among
@@ -105,7 +108,7 @@ build_package() {
 }
 
 @test "dpkg-buildpackage -us -uc -b from a clean copy builds dioshim_VERSION_amd64.deb; debian/changelog, DIOSHIM_VERSION and the .deb agree; the checkout is untouched" {
-	cat "$P/build.log" | tail -n 30
+	tail -n 30 "$P/build.log"
 	[ "$(cat "$P/build.status")" -eq 0 ]
 	[ -e "$DEB" ]
 	[ "$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)" = "$VERSION" ]
@@ -120,7 +123,7 @@ build_package() {
 	run timeout 300 lintian --fail-on error "$DEB" "$CHANGES"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	! grep -q '^E: ' <<<"$output"
+	[[ "$output" != *"E: dioshim"* ]]
 }
 
 @test "the package holds the launcher in /usr/bin, the library in /usr/lib/MULTIARCH/dioshim, dioshim(1), dioshim(7), README.md and RESULTS.md, and no header" {
@@ -137,7 +140,7 @@ build_package() {
 		./usr/share/doc/dioshim/copyright; do
 		grep -q " $want\$" <<<"$output" || { echo "missing $want"; false; }
 	done
-	! grep -q ' \./usr/include' <<<"$output"
+	[[ "$output" != *" ./usr/include"* ]]
 }
 
 @test "dpkg -i installs it; /usr/bin/dioshim --version prints the package's version" {
@@ -165,6 +168,7 @@ build_package() {
 	# fio writes its state files and the prerun's output (the maps of
 	# the job process, $PPID of its shell) into its working directory.
 	cd "$T"
+	# shellcheck disable=SC2016 # $PPID is the prerun shell's
 	run timeout 300 /usr/bin/dioshim -- fio --name=pkg --filename="$f" \
 		--direct=1 --ioengine=psync --rw=write --fallocate=none --bs=4k \
 		--size=3100k --numjobs=4 --offset_increment=3100k \
@@ -206,7 +210,8 @@ build_package() {
 	run dpkg -P dioshim
 	echo "$output"
 	[ "$status" -eq 0 ]
-	! dpkg -s dioshim >/dev/null 2>&1
+	run dpkg -s dioshim
+	[ "$status" -ne 0 ]
 	# Shared directories (/usr/bin, /usr/share/man/man1, ...) stay; the
 	# package's own files and directories go.
 	while IFS= read -r path; do
