@@ -1,14 +1,18 @@
 # dioshim — make builds the library and the launcher into build/;
 # make test runs every test; make bench and make demo need root.
 
+# make install: PREFIX, DESTDIR, and LIBDIR, the library's directory, which
+# the launcher is built to look in (debian/rules: the multiarch one).
 PREFIX ?= /usr/local
 DESTDIR ?=
-LIBDIR := $(PREFIX)/lib/dioshim
+LIBDIR ?= $(PREFIX)/lib/dioshim
 MANDIR ?= $(PREFIX)/share/man
 BUILD ?= build
 
 CC ?= cc
 CFLAGS ?= -O2 -g
+# CPPFLAGS and LDFLAGS (and CFLAGS) from the environment or the command
+# line come before the house's flags: dpkg-buildflags' hardening.
 # Not _FILE_OFFSET_BITS=64: the wrappers must export the plain names.
 XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fPIC -fvisibility=hidden -Iinclude -Ishim \
@@ -57,13 +61,13 @@ all: $(BUILD)/libdioshim.so $(BUILD)/dioshim
 $(BUILD)/obj/%.o: shim/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(XCFLAGS) -c -o $@ $<
 
 # shim/dioshim.map: the bounds of lib.c's fork hooks (the linker's
 # __start_/__stop_ of their section) are not exports.
 $(BUILD)/libdioshim.so: $(LIB_OBJ) shim/dioshim.map
 	@echo "  LD      $@"
-	$(Q)$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-z,now \
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,now \
 		-Wl,--version-script=shim/dioshim.map -o $@ $(LIB_OBJ) \
 		-ldl -lpthread
 
@@ -73,8 +77,8 @@ $(BUILD)/libdioshim.so: $(LIB_OBJ) shim/dioshim.map
 CMD_SRC := shim/dioshim/dioshim.c shim/dioshim/status.c
 $(BUILD)/dioshim: $(CMD_SRC) shim/dioshim/cmd.h $(CORE_OBJ) $(HEADERS) Makefile
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CFLAGS) $(XCFLAGS) -static -o $@ $(CMD_SRC) $(CORE_OBJ) \
-		-lpthread
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(XCFLAGS) $(LDFLAGS) -static \
+		-o $@ $(CMD_SRC) $(CORE_OBJ) -lpthread
 
 # ---- tests ---------------------------------------------------------------
 include tests/tests.mk

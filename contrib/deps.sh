@@ -33,6 +33,12 @@ have gnuplot || need="$need gnuplot-nox" # bench/real.png
 have setcap || need="$need libcap2-bin" # grow.bats: a file with a capability
 have groff || need="$need groff-base" # tests/checks/man.sh
 have mandoc || need="$need mandoc" # tests/checks/man.sh
+# The Debian package (debian/, tests/bats/package.bats): built, linted.
+have dpkg-buildpackage || need="$need dpkg-dev"
+# dpkg-buildpackage asks for build-essential whatever debian/control says.
+dpkg -s build-essential >/dev/null 2>&1 || need="$need build-essential"
+have dh || need="$need debhelper"
+have lintian || need="$need lintian"
 # A real guest (tests/bats/vm.bats, tests/lib/vm.sh): QEMU, a kernel with
 # its modules, a static busybox (busybox-static's; busybox's is dynamic)
 # for its initramfs, which fio goes into too.
