@@ -98,8 +98,14 @@ install: all
 	install -m 0644 include/dioshim/layout.h \
 		$(DESTDIR)$(PREFIX)/include/dioshim/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
-	install -m 0644 contrib/man/dioshim.1 $(DESTDIR)$(MANDIR)/man1/
-	install -m 0644 contrib/man/dioshim.7 $(DESTDIR)$(MANDIR)/man7/
+	# The pages' examples (a systemd drop-in, LD_PRELOAD) name the
+	# library where this install puts it.
+	sed 's|^\(Environment=LD_PRELOAD=\)/usr/local/lib/dioshim/|\1$(LIBDIR)/|' \
+		contrib/man/dioshim.1 >$(DESTDIR)$(MANDIR)/man1/dioshim.1
+	sed '/^\.SH SYNOPSIS/,/^\.SH/s|/usr/local/lib/dioshim/|$(LIBDIR)/|' \
+		contrib/man/dioshim.7 >$(DESTDIR)$(MANDIR)/man7/dioshim.7
+	chmod 0644 $(DESTDIR)$(MANDIR)/man1/dioshim.1 \
+		$(DESTDIR)$(MANDIR)/man7/dioshim.7
 
 clean:
 	rm -rf $(BUILD)

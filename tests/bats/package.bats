@@ -185,8 +185,12 @@ build_package() {
 	rm -f "$f"
 }
 
-@test "man finds dioshim(1) and dioshim(7) where the package put them" {
+@test "man finds dioshim(1) and dioshim(7) where the package put them; their LD_PRELOAD examples name the installed library" {
 	[ -n "$PKG_OURS" ] || skip "not installed"
+	local lib=/usr/lib/$MULTIARCH/dioshim/libdioshim.so
+	zcat /usr/share/man/man1/dioshim.1.gz | grep -qx "Environment=LD_PRELOAD=$lib"
+	zcat /usr/share/man/man7/dioshim.7.gz | sed -n '/^\.SH SYNOPSIS/,/^\.SH DESC/p' | grep -q "$lib"
+	! zcat /usr/share/man/man1/dioshim.1.gz | grep -q "^Environment=LD_PRELOAD=/usr/local"
 	if ! command -v man >/dev/null; then
 		[ -e /usr/share/man/man1/dioshim.1.gz ]
 		[ -e /usr/share/man/man7/dioshim.7.gz ]
