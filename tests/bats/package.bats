@@ -190,7 +190,7 @@ build_package() {
 	local lib=/usr/lib/$MULTIARCH/dioshim/libdioshim.so
 	zcat /usr/share/man/man1/dioshim.1.gz | grep -qx "Environment=LD_PRELOAD=$lib"
 	zcat /usr/share/man/man7/dioshim.7.gz | sed -n '/^\.SH SYNOPSIS/,/^\.SH DESC/p' | grep -q "$lib"
-	! zcat /usr/share/man/man1/dioshim.1.gz | grep -q "^Environment=LD_PRELOAD=/usr/local"
+	[ -z "$(zcat /usr/share/man/man1/dioshim.1.gz | grep "^Environment=LD_PRELOAD=/usr/local")" ]
 	if ! command -v man >/dev/null; then
 		[ -e /usr/share/man/man1/dioshim.1.gz ]
 		[ -e /usr/share/man/man7/dioshim.7.gz ]
