@@ -270,7 +270,7 @@ static ssize_t io_write_reentrant(struct ofd *o, const struct io_req *r,
  * O_APPEND|O_DIRECT writers one offset; writes made this way never get
  * one — not even beside a guest's append still in the kernel when the
  * segment was made.  (Queued appends to an exact file go as the kernel
- * alone takes them: README.)
+ * alone takes them: dioshim(7).)
  */
 static ssize_t append_one_at_a_time(struct shim_file *f,
 				    const struct io_req *r, int *err)

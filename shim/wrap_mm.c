@@ -165,7 +165,7 @@ EXPORT ssize_t process_madvise(int pidfd, const struct iovec *iov, size_t n,
 }
 
 /* The heap cut by the program itself (glibc's malloc calls __sbrk, and
- * brk keeps glibc's own idea of the break: neither is seen, README). */
+ * brk keeps glibc's own idea of the break: neither is seen, dioshim(7)). */
 extern void *__sbrk(intptr_t inc);
 
 EXPORT void *sbrk(intptr_t inc)

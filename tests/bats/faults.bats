@@ -111,7 +111,7 @@ fault_case() {
 # (openat EMFILE for good is left to make faults: with no descriptor to
 # be had, a process can neither ask whether a guest holds the file nor
 # read /proc/locks, and leaves the segment — never a size, a record or a
-# byte — for the next user or dioshim gc; the README says so.)
+# byte — for the next user or dioshim gc; dioshim(7) says so.)
 
 # Found by make faults: a probe that fails makes one process write the
 # file outside the shim, or another's live writer look dead, beside a

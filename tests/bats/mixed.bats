@@ -82,8 +82,8 @@ setup() {
 
 @test "one process writing with O_DIRECT and reading through a stdio stream: fseek(SEEK_END)/ftell and fread see the logical size" {
 	# glibc's stdio reads and seeks through its internal entry points,
-	# which no LD_PRELOAD library can interpose (README: "What dioshim
-	# cannot see"); kept to show the limit, and for the day it is lifted.
+	# which no LD_PRELOAD library can interpose (dioshim(7): "WHAT DIOSHIM
+	# CANNOT SEE"); kept to show the limit, and for the day it is lifted.
 	skip "stdio is not seen by the shim (documented limit)"
 	run shim "$HELPERS/t_mixed" stdio "$F" 50
 	echo "$output"

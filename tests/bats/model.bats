@@ -8,7 +8,7 @@
 # size compared with a model in memory.  The same seed runs under the
 # kernel alone first: the two logs must be the same line for line, and
 # the file must equal the model after the run, read outside the shim.
-# MODEL_SEEDS and MODEL_OPS make a longer run (bench/README: make model).
+# MODEL_SEEDS and MODEL_OPS make a longer run (README: make model).
 
 load helper
 

@@ -538,7 +538,7 @@ crash_and_recover() {
 	if [ "${PG_KERNEL_ALONE:-0}" != 1 ]; then
 		# Files the killed processes had open and the new server did
 		# not open again keep their segments until `dioshim gc`
-		# (README, Crashes): count them, then collect them.
+		# (dioshim(7), CRASHES): count them, then collect them.
 		local left
 		left=$(find "$PG_SHM" -name 'dioshim.*' -printf '%f ' | sed 's/ $//')
 		echo "# segments left by the killed processes until dioshim gc: ${left:-none}" >&3

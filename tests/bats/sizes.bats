@@ -228,7 +228,7 @@ READS="r 8192 4096 r 12288 4096 r 4096 8192 r 0 1M set 4096 rd 8192 rd 4096 cur"
 
 @test "stdio readers (sha256sum), which the shim cannot see, read exactly the logical bytes once the writer has gone" {
 	# While the reservation stands a stdio reader sees the kernel's size
-	# (README: stdio is out of the shim's sight); the last close must
+	# (dioshim(7): stdio is out of the shim's sight); the last close must
 	# leave nothing of the reservation for it to read.
 	shim "$HELPERS/t_appender" -t 4 -n 100 -c -p "200:$T/ready:$T/go" \
 		"$F" >"$T/out" 2>&1 3>&- &

@@ -390,8 +390,8 @@ fault_props() {
 		sed 's/^/err /' "$d/err" | head -n 8
 	} >"$d/detail"
 	# A program killed (a crash, a hang) leaves its reserved tail, its
-	# record and its segment to recovery, as kill -9 does (README,
-	# Crashes): what it leaves is not compared.
+	# record and its segment to recovery, as kill -9 does (dioshim(7),
+	# CRASHES): what it leaves is not compared.
 	if [ "$rc" -gt 128 ]; then
 		p[exact]="?" p[noxattr]="?" p[noseg]="?"
 	fi
