@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
 
@@ -164,6 +165,14 @@ bool shm_fd_ok(int fd, size_t size, const struct shm_want *w)
  * fallocate a page for every hole, so no later store there can fault for
  * want of memory.  The rest stays a hole until slot_back() allocates it.
  */
+static bool fsize_allows(size_t size)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	       size <= rl.rlim_cur;
+}
+
 static int shm_back(int fd, size_t size, size_t backed)
 {
 	struct stat st;
@@ -171,6 +180,13 @@ static int shm_back(int fd, size_t size, size_t backed)
 
 	if (sys_fstat(fd, &st))
 		return -1;
+	/* Past RLIMIT_FSIZE the kernel would kill the program (SIGXFSZ)
+	 * for a file it never asked for: no shared file, as when /dev/shm
+	 * is full. */
+	if ((size_t)st.st_size < size && !fsize_allows(size)) {
+		errno = EFBIG;
+		return -1;
+	}
 	if ((size_t)st.st_size != size && sys_ftruncate(fd, (off_t)size))
 		return -1;
 	/* The pages of a file others made are there already: a failure to
@@ -208,7 +224,7 @@ int shm_open_checked(const char *path, size_t size, bool writable,
 		return -1;
 	if (!shm_fd_ok(fd, size, want)) {
 		sys_close(fd);
-		log_event(LOG_FALLBACK, NULL,
+		log_event(LOG_ERROR, NULL,
 			  "%s: not ours (owner, mode or size): ignoring it",
 			  path);
 		errno = EPERM;
@@ -231,7 +247,7 @@ void *shm_open_existing(const char *path, size_t size, bool writable,
 	if (writable && shm_back(fd, size, shm_backed_size(size))) {
 		err = errno;
 		sys_close(fd);
-		log_event(LOG_FALLBACK, NULL,
+		log_event(LOG_ERROR, NULL,
 			  "%s: cannot back it (%s): ignoring it", path,
 			  strerror(err));
 		errno = err;
