@@ -130,7 +130,7 @@ static bool first_in(struct dioshim_seg *seg, int fd)
 		recover_fd_hint(fd, seg_blksize(seg), &hint, &rep);
 		recover_last = rep;
 		if (rep.outcome == RECOVER_FAILED) {
-			log_event(LOG_RECOVER, LOG_SEGFD(seg, fd),
+			log_event(LOG_ERROR, LOG_SEGFD(seg, fd),
 				  "recovery failed (%s): keeping the segment's "
 				  "eof",
 				  strerror(errno));

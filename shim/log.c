@@ -17,13 +17,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
-/* DIOSHIM_LOG: "" silent, "stderr", or a file. */
-static char log_path[256];
+/* DIOSHIM_LOG: "" silent, "stderr", or a file (made absolute at load). */
+static char log_path[PATH_MAX];
 
 static const char *const event_word[LOG_EVENTS] = {
 	[LOG_FALLBACK] = "fallback",
@@ -36,14 +38,32 @@ static const char *const event_word[LOG_EVENTS] = {
 	[LOG_ERROR] = "error",
 };
 
+/*
+ * A relative path is taken from the working directory at load, once: a
+ * process that changes directory keeps writing where it began.  A path
+ * that does not fit (or a working directory that cannot be read)
+ * silences the log rather than write to another file.
+ */
 void log_set_path(const char *path)
 {
-	size_t n = strlen(path);
+	size_t n = strlen(path), cwd = 0;
 
-	if (n >= sizeof(log_path))
-		n = sizeof(log_path) - 1;
-	memcpy(log_path, path, n);
-	log_path[n] = '\0';
+	log_path[0] = '\0';
+	if (!n)
+		return;
+	if (path[0] != '/' && strcmp(path, "stderr")) {
+		if (sys_call(SYS_getcwd, log_path, sizeof(log_path)) <= 0) {
+			log_path[0] = '\0';
+			return;
+		}
+		cwd = strlen(log_path);
+		log_path[cwd++] = '/';
+	}
+	if (cwd + n >= sizeof(log_path)) {
+		log_path[0] = '\0';
+		return;
+	}
+	memcpy(log_path + cwd, path, n + 1);
 }
 
 bool log_enabled(void)
@@ -123,7 +143,9 @@ static int put_file(char *out, size_t cap, const struct log_file *file)
 		r = file->fd >= 0
 			    ? sys_readlinkat(AT_FDCWD, proc, link, sizeof(link))
 			    : -1;
-		if (r > 0 && link[0] == '/') {
+		/* A path longer than the buffer is not written cut: it
+		 * would name a directory above the file. */
+		if (r > 0 && r < (ssize_t)sizeof(link) && link[0] == '/') {
 			path = link;
 			len = (size_t)r;
 		} else if (file->path) {
@@ -137,6 +159,35 @@ static int put_file(char *out, size_t cap, const struct log_file *file)
 	else
 		n = snprintf(out, cap, "- ");
 	return n + put_path(out + n, cap - (size_t)n, path, len);
+}
+
+uint64_t log_file_key(const struct log_file *file)
+{
+	uint64_t dev = file ? file->dev : 0, ino = file ? file->ino : 0;
+	int saved = errno; /* the line's arguments may read it */
+	struct stat st;
+
+	if (file && !ino && file->fd >= 0 && !sys_fstat(file->fd, &st)) {
+		dev = st.st_dev;
+		ino = st.st_ino;
+	}
+	errno = saved;
+	return (ino * 0x9e3779b97f4a7c15ull ^ dev) | 1;
+}
+
+/* Whether n more bytes at the end of fd stay within RLIMIT_FSIZE: past
+ * it the kernel sends SIGXFSZ, which would kill a program that never
+ * wrote that far itself. */
+static bool fits_fsize(int fd, size_t n)
+{
+	struct rlimit rl;
+	struct stat st;
+
+	if (sys_call(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	return !sys_fstat(fd, &st) &&
+	       (!S_ISREG(st.st_mode) || (uint64_t)st.st_size + n <= rl.rlim_cur);
 }
 
 void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
@@ -162,20 +213,25 @@ void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
 	}
 	if (n > cap - 1)
 		n = cap - 1;
-	/* A message is one line, whatever its arguments held. */
+	/* A message is one line, whatever its arguments held: no control
+	 * character (a newline, a carriage return, an escape) reaches it. */
 	for (size_t i = 0; i < n; i++)
-		if (line[i] == '\n')
+		if ((unsigned char)line[i] < ' ' || line[i] == 0x7f)
 			line[i] = ' ';
 	line[n++] = '\n';
 
 	if (!strcmp(log_path, "stderr")) {
 		sys_write(2, line, n);
 	} else {
+		/* O_NONBLOCK: a FIFO with no reader, or one not read, loses
+		 * the line rather than stop the program. */
 		fd = sys_openat_once(AT_FDCWD, log_path,
-				     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+					     O_NONBLOCK,
 				     0644);
 		if (fd >= 0) {
-			sys_write(fd, line, n);
+			if (fits_fsize(fd, n))
+				sys_write(fd, line, n);
 			sys_close(fd);
 		}
 	}

@@ -57,12 +57,32 @@ bool log_enabled(void);
 /* Where the lines go (DIOSHIM_LOG): "stderr" or a file; "" silences. */
 void log_set_path(const char *path);
 
+/* A number for file (its dev and ino, read from its fd if need be):
+ * what log_once_file compares; never 0. */
+uint64_t log_file_key(const struct log_file *file);
+
 /* Log a line once per call site for the life of the process. */
 #define log_once(...)                                                          \
 	do {                                                                   \
 		static int log_once_done;                                      \
 		if (!__atomic_exchange_n(&log_once_done, 1, __ATOMIC_RELAXED)) \
 			log_event(__VA_ARGS__);                                \
+	} while (0)
+
+/* Log a line at a call site once per file in a row: again when the
+ * site's file is another than its last one's (a state each file that
+ * enters it should report, without a line per call). */
+#define log_once_file(ev, file, ...)                                       \
+	do {                                                               \
+		static uint64_t log_once_last;                             \
+		const struct log_file *log_once_f = (file);                \
+		uint64_t log_once_k;                                       \
+		if (!log_enabled())                                        \
+			break;                                             \
+		log_once_k = log_file_key(log_once_f);                     \
+		if (__atomic_exchange_n(&log_once_last, log_once_k,        \
+					__ATOMIC_RELAXED) != log_once_k)   \
+			log_event(ev, log_once_f, __VA_ARGS__);            \
 	} while (0)
 
 #endif

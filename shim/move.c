@@ -178,7 +178,7 @@ static void finish_close(struct shim_file *f, int fd)
 	atomic_store(&seg->move.state, MOVE_IDLE);
 	move_changed(seg);
 	if (to < end)
-		log_once(LOG_ERROR, LOG_FD(fd),
+		log_once_file(LOG_ERROR, LOG_FD(fd),
 			 "appends moved down by %llu bytes over failed ones",
 			 (unsigned long long)(end - to));
 	/* The appends moved may have extended the kernel's size (exact
@@ -420,7 +420,7 @@ int64_t move_publish(struct shim_file *f, int fd, uint64_t off, uint64_t end,
 	 * by its length.  With no room to say so, the range is zeros, and
 	 * passed over. */
 	if (done < len && !void_add(seg, off + done, end)) {
-		log_once(LOG_ERROR, LOG_FD(fd),
+		log_once_file(LOG_ERROR, LOG_FD(fd),
 			 "too many failed appends in one move: a range of "
 			 "zeros is left");
 		zero_range(f, fd, target + done, target + len);

@@ -186,7 +186,7 @@ static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk,
 				 (off_t)(end - from))) {
 		/* ENOSPC, EDQUOT, no fallocate: the write goes as it is, into
 		 * its hole. */
-		log_once(LOG_ERROR, LOG_FD(fd),
+		log_once_file(LOG_ERROR, LOG_FD(fd),
 			 "prefill of %llu bytes failed (%s): writing into "
 			 "holes",
 			 (unsigned long long)chunk, strerror(errno));

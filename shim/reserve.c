@@ -169,7 +169,7 @@ static uint64_t phys_resync(struct dioshim_seg *seg, int fd, uint64_t phys)
 	struct stat st;
 
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
-		log_once(LOG_OUTSIDE, LOG_SEGFD(seg, fd),
+		log_once_file(LOG_OUTSIDE, LOG_SEGFD(seg, fd),
 			 "size moved outside the shim (%llu, expected %llu)",
 			 (unsigned long long)st.st_size,
 			 (unsigned long long)phys);
@@ -273,7 +273,7 @@ static bool record_ahead(struct dioshim_seg *seg, int fd, uint64_t eof,
 			  "no user xattrs here: extending writes of this "
 			  "file go to the kernel as issued");
 	} else {
-		log_once(LOG_EXACT, LOG_SEGFD(seg, fd),
+		log_once_file(LOG_EXACT, LOG_SEGFD(seg, fd),
 			 "cannot record eof (%s): writing exactly",
 			 strerror(errno));
 	}
@@ -305,7 +305,7 @@ static void reserve_failed(struct shim_file *f, int fd, uint64_t phys,
 			  "fallocate unsupported: extending writes of "
 			  "this file go to the kernel as issued");
 	} else {
-		log_once(LOG_EXACT, LOG_SEGFD(seg, fd),
+		log_once_file(LOG_EXACT, LOG_SEGFD(seg, fd),
 			 "reservation of %llu bytes failed (%s): "
 			 "writing exactly",
 			 (unsigned long long)len, strerror(err));
@@ -644,7 +644,7 @@ bool record_refresh(struct shim_file *f, int fd)
 		ok = true;
 	} else {
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
-		log_once(LOG_ERROR, LOG_SEGFD(seg, fd),
+		log_once_file(LOG_ERROR, LOG_SEGFD(seg, fd),
 			 "cannot record eof at sync (%s)", strerror(errno));
 	}
 	seg_unlock(&seg->ext_lock);
@@ -671,7 +671,7 @@ void reserve_after_move(struct shim_file *f, int fd)
 			atomic_store(&seg->recorded_eof, rec);
 			atomic_store(&seg->recorded_phys, phys);
 		} else {
-			log_once(LOG_ERROR, LOG_SEGFD(seg, fd),
+			log_once_file(LOG_ERROR, LOG_SEGFD(seg, fd),
 				 "cannot record eof after moving appends (%s)",
 				 strerror(errno));
 		}

@@ -198,7 +198,7 @@ bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
 		return true;
 	if (sys_madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
 		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
-		log_once(LOG_ERROR, LOG_SEG(seg),
+		log_once_file(LOG_ERROR, LOG_SEG(seg),
 			 "shared memory for the extent-lock table or the "
 			 "prefill bitmap unavailable (%s): doing without",
 			 strerror(errno));

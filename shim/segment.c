@@ -423,7 +423,7 @@ static int attach_make(struct attach *a)
 	}
 	if (errno == EEXIST)
 		return ATTACH_AGAIN;
-	log_event(LOG_FALLBACK, ATTACH_LOG(a),
+	log_once_file(LOG_FALLBACK, ATTACH_LOG(a),
 		  "%s: cannot create (%s): passing through", a->path,
 		  strerror(errno));
 	/* No segment (a full directory): we write the file as it is, so no

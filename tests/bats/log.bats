@@ -166,3 +166,46 @@ lines() { grep -F -- "$1 $2"$'\t' "$T/parsed" || true; }
 	DIOSHIM_LOG=stderr DIOSHIM_STRIPES=3 shim true 2>"$T/stderr"
 	DIOSHIM_LOG=$T/stderr log_parse "$T/stderr" | grep -q "DIOSHIM_STRIPES=3"
 }
+
+@test "DIOSHIM_LOG a FIFO nobody reads: the program runs, the lines are lost; a relative DIOSHIM_LOG stays where the program began after it changes directory" {
+	mkfifo "$T/fifo"
+	run timeout 20 env DIOSHIM_LOG="$T/fifo" DIOSHIM_STRIPES=3 \
+		"$DIOSHIM" -- sh -c 'echo ran'
+	[ "$status" -eq 0 ]
+	[ "$output" = ran ]
+	mkdir -p "$T/a/b"
+	cd "$T/a"
+	# Under the launcher: one file for every process of the command.
+	DIOSHIM_LOG=rel.log DIOSHIM_STRIPES=3 shim sh -c 'cd b && exec env DIOSHIM_STRIPES=5 sh -c "cd .. && cd b && true"'
+	[ ! -e "$T/a/b/rel.log" ]
+	log_parse "$T/a/rel.log" >"$T/parsed"
+	grep -q "DIOSHIM_STRIPES=3" "$T/parsed"
+	grep -q "DIOSHIM_STRIPES=5" "$T/parsed"
+	# With LD_PRELOAD alone: each process from where it started.
+	rm "$T/a/rel.log"
+	DIOSHIM_LOG=rel.log DIOSHIM_STRIPES=3 LD_PRELOAD="$BUILD/libdioshim.so" \
+		sh -c 'cd b && exec env DIOSHIM_STRIPES=5 true'
+	[ "$(log_parse "$T/a/rel.log" | grep -c "DIOSHIM_STRIPES=3")" -eq 1 ]
+	[ "$(log_parse "$T/a/rel.log" | grep -c "DIOSHIM_STRIPES=5")" -eq 0 ]
+	log_parse "$T/a/b/rel.log" | grep -q "DIOSHIM_STRIPES=5"
+}
+
+@test "RLIMIT_FSIZE below a segment's size and below the log's: the program runs as with the kernel alone (no SIGXFSZ), the file exact, nothing left in the segment directory" {
+	local side
+	# 100 KiB allowed (ulimit -f 100); the log holds more already.
+	head -c 200000 /dev/zero >"$T/big.log"
+	for side in "env -u LD_PRELOAD" "$DIOSHIM"; do
+		rm -f "$F"
+		# shellcheck disable=SC2086 # the side is a command and its words
+		run env DIOSHIM_LOG="$T/big.log" DIOSHIM_STRIPES=3 bash -c \
+			'ulimit -f 100 && exec "$@"' sh $side \
+			"$HELPERS/t_appender" -t 4 -n 5 -c "$F"
+		echo "$side: $output"
+		[ "$status" -eq 0 ]
+		[ "$(real_size "$F")" -eq $((20 * 4096)) ]
+	done
+	# Nothing fit in the log: it is as it was.
+	[ "$(stat -c %s "$T/big.log")" -eq 200000 ]
+	assert_no_segment "$F"
+	[ -z "$(find "$DIOSHIM_SHM_DIR" -name 'dioshim.*')" ]
+}
