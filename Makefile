@@ -16,7 +16,7 @@ CFLAGS ?= -O2 -g
 # Not _FILE_OFFSET_BITS=64: the wrappers must export the plain names.
 XCFLAGS := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 	-fPIC -fvisibility=hidden -Iinclude -Ishim \
-	-DDIOSHIM_LIBDIR='"$(LIBDIR)"'
+	-DDIOSHIM_LIBDIR='"$(LIBDIR)"' -DDIOSHIM_BINDIR='"$(PREFIX)/bin"'
 
 # The wrappers (L5), one file per family: only the library links them.
 WRAP_SRC := shim/wrap_fd.c shim/wrap_rw.c shim/wrap_stat.c shim/wrap_sync.c \

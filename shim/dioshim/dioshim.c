@@ -10,9 +10,11 @@
  *   dioshim recover FILE...      cut the reserved tail a crash left
  *   dioshim gc                   remove segments nobody alive uses
  *
- * The library is found next to this program (the build tree) or in
- * ../lib/dioshim/ (an install); it is prepended to LD_PRELOAD, never put in
- * place of what is there.
+ * The library is found next to this program (the build tree), in the
+ * library directory it was built for when it runs from the directory it
+ * was built to be installed in, else in ../lib/dioshim/ (an install moved
+ * elsewhere); it is prepended to LD_PRELOAD, never put in place of what
+ * is there.
  *
  * Above every layer of the library it links (the mechanisms without the
  * wrappers, CORE_SRC): gc walks the segments with segment_walk (L1);
@@ -40,6 +42,9 @@
 
 #ifndef DIOSHIM_LIBDIR
 #define DIOSHIM_LIBDIR "/usr/local/lib/dioshim"
+#endif
+#ifndef DIOSHIM_BINDIR
+#define DIOSHIM_BINDIR "/usr/local/bin"
 #endif
 
 static void usage(FILE *out)
@@ -91,14 +96,34 @@ static int find_library(char *out, size_t cap)
 				    (int)cap &&
 			    file_exists(out))
 				return 0;
+			/* Installed where it was built for: its own library,
+			 * not one another install left in ../lib/dioshim (the
+			 * Debian package's is in a multiarch directory). */
+			if (!strcmp(exe, DIOSHIM_BINDIR))
+				goto built_for;
 			if (snprintf(out, cap, "%s/../lib/dioshim/libdioshim.so",
 				     exe) < (int)cap &&
 			    file_exists(out))
 				return 0;
 		}
 	}
+built_for:
 	snprintf(out, cap, "%s/libdioshim.so", DIOSHIM_LIBDIR);
 	return file_exists(out) ? 0 : -1;
+}
+
+/* A relative DIOSHIM_LOG made absolute, from here: every process of the
+ * command logs to the one file, wherever it changes directory to. */
+static void log_path_absolute(void)
+{
+	const char *v = getenv("DIOSHIM_LOG");
+	char cwd[PATH_MAX], *abs;
+
+	if (!v || !*v || *v == '/' || !strcmp(v, "stderr") ||
+	    !getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, v) < 0)
+		return;
+	setenv("DIOSHIM_LOG", abs, 1);
+	free(abs);
 }
 
 static int run(char **argv)
@@ -111,6 +136,7 @@ static int run(char **argv)
 		fprintf(stderr, "dioshim: libdioshim.so not found\n");
 		return 127;
 	}
+	log_path_absolute();
 	n = strlen(lib) + (old ? strlen(old) + 1 : 0) + 1;
 	preload = malloc(n);
 	if (!preload)
@@ -129,9 +155,10 @@ static int run(char **argv)
  * Recover one file the way the first shimmed open does: attach (creating
  * the segment runs the recovery from the record, joining one whose writers
  * are gone takes its words), then detach as the last user, which cuts the
- * tail.  A file still open under the shim is left alone.
+ * tail.  A file still open under the shim is left alone.  Opened at path,
+ * named file in what is printed.
  */
-static int recover_one(const char *file)
+static int recover_at(const char *path, const char *file)
 {
 	char segpath[PATH_MAX];
 	struct dioshim_seg *seg = NULL;
@@ -140,7 +167,7 @@ static int recover_one(const char *file)
 	struct stat before, after;
 	int fd, users;
 
-	fd = open(file, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &before)) {
 		fprintf(stderr, "dioshim: %s: %s\n", file, strerror(errno));
 		return 1;
@@ -204,6 +231,11 @@ report:
 		printf("%s: no record, size %lld: left alone\n", file,
 		       (long long)before.st_size);
 	return 0;
+}
+
+static int recover_one(const char *file)
+{
+	return recover_at(file, file);
 }
 
 static int recover(char **files)
@@ -320,7 +352,9 @@ static void gc_one(const char *segpath, uint64_t dev, uint64_t ino, void *arg)
 			printf("%s: its file moved from %s to %s\n", name,
 			       file[0] ? file : "(unknown)",
 			       n > 0 ? now : "(unknown)");
-			gc_rc |= recover_one(at);
+			/* Through the handle's descriptor, named where the
+			 * file is now. */
+			gc_rc |= recover_at(at, n > 0 ? now : at);
 			close(fd);
 		} else if (fd == -1 && errno == ESTALE) {
 			if (segment_gc_file_gone(segpath, &fh))

@@ -184,6 +184,9 @@ crash_round() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"removed (its file was deleted)"* ]]
 	[[ "$output" == *"moved from $F.r to $SCRATCH_MNT/moved/r"* ]]
+	# What it did is said of the file where it is now.
+	[[ "$output" == *"$SCRATCH_MNT/moved/r: record eof 0 phys "*"-> 32768"* ]]
+	[[ "$output" != *"/proc/self/fd/"* ]]
 	[ ! -e "$seg" ] && [ ! -e "$segr" ]
 	[ "$(real_size "$SCRATCH_MNT/moved/r")" -eq 32768 ]
 	run "$DIOSHIM" gc
