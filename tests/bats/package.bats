@@ -207,10 +207,26 @@ build_package() {
 
 @test "dpkg -r, then dpkg -P: every file of the package gone, its directories too, no segment or other file of dioshim's left but the per-user hints" {
 	[ -n "$PKG_OURS" ] || skip "not installed"
-	local path left=
+	local path left= held
+	# A process under the shim when the package goes: named, so that it
+	# is restarted (its later children would write without the shim).
+	/usr/bin/dioshim -- sleep 60 &
+	held=$!
+	await_mapped() {
+		local i
+		for i in $(seq 100); do
+			grep -q libdioshim "/proc/$held/maps" 2>/dev/null && return 0
+			sleep 0.1
+		done
+		return 1
+	}
+	await_mapped
 	run dpkg -r dioshim
+	kill "$held"
+	wait "$held" || true
 	echo "$output"
 	[ "$status" -eq 0 ]
+	[[ "$output" == *"processes still run under the shim: "*"$held "* ]]
 	run dpkg -P dioshim
 	echo "$output"
 	[ "$status" -eq 0 ]
