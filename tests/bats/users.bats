@@ -63,6 +63,8 @@ setup() {
 teardown() {
 	touch "$T/go" # a paused writer goes on
 	reap_bg
+	wait
+	[ -z "${USHM_OWN:-}" ] || rm -rf "$USHM_OWN"
 	rm -f "$F" "$F".*
 }
 
@@ -225,6 +227,11 @@ resume_writer() {
 
 @test "dioshim status with no FILE: root lists every user's served files; a user lists its own, not another user's private one" {
 	local a=$F.a b=$F.b
+	# A segment directory of this test's own: the earlier tests plant
+	# segments there (a listing reports each corrupt one, and exits 1).
+	USHM_OWN=$(mktemp -d /dev/shm/dioshim-users.XXXXXX)
+	chmod 1777 "$USHM_OWN"
+	local USHM=$USHM_OWN
 	# Each user writes a private file (0644: its segment is 0600, its
 	# writer's), paused with its tail reserved.
 	as "$U1" env DIOSHIM_ENGAGE=always "$DIOSHIM" "$HELPERS/t_appender" \
