@@ -33,11 +33,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef DIOSHIM_LIBDIR
@@ -373,6 +375,59 @@ static void gc_one(const char *segpath, uint64_t dev, uint64_t ino, void *arg)
 	}
 }
 
+/*
+ * A shared file (a segment, a hint) its maker never published:
+ * "NAME.tmpTID", left by a maker killed between making it and linking it
+ * in (shm_create_published).  It
+ * is removed once its thread is gone and it is a minute old: a maker
+ * takes microseconds, and one in another pid namespace (whose thread
+ * number means nothing here) is long done by then.
+ */
+#define LEFTOVER_AGE_SEC 60
+
+static void gc_leftover(int dfd, const char *dir, const char *name)
+{
+	const char *tmp = strrchr(name, '.');
+	struct stat st;
+	char *end;
+	long tid;
+
+	if (strncmp(name, "dioshim", 7) || !tmp || strncmp(tmp, ".tmp", 4))
+		return;
+	tid = strtol(tmp + 4, &end, 10);
+	if (*end || tid <= 0 ||
+	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+	    !S_ISREG(st.st_mode) ||
+	    st.st_mtime > time(NULL) - LEFTOVER_AGE_SEC ||
+	    !(kill((pid_t)tid, 0) && errno == ESRCH))
+		return;
+	if (unlinkat(dfd, name, 0) == 0)
+		printf("%s/%s: a shared file its maker died making: removed\n",
+		       dir, name);
+}
+
+/* The leftovers in dir and, from the top, in its group directories. */
+static void gc_leftovers(const char *dir, bool top)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char sub[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (top && !strncmp(e->d_name, DIOSHIM_GROUP_PREFIX,
+				    strlen(DIOSHIM_GROUP_PREFIX))) {
+			if (snprintf(sub, sizeof(sub), "%s/%s", dir,
+				     e->d_name) < (int)sizeof(sub))
+				gc_leftovers(sub, false);
+		} else {
+			gc_leftover(dirfd(d), dir, e->d_name);
+		}
+	}
+	closedir(d);
+}
+
 static int gc(void)
 {
 	struct stat st;
@@ -384,6 +439,7 @@ static int gc(void)
 	}
 	gc_rc = 0;
 	segment_walk(gc_one, NULL);
+	gc_leftovers(config.shm_dir, true);
 	/* A hint left counting segments that are gone (a process killed
 	 * between counting one and making or removing it). */
 	segment_recount();

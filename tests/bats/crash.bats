@@ -194,6 +194,41 @@ crash_round() {
 	rm -rf "$SCRATCH_MNT/moved"
 }
 
+@test "makers of shared files killed between making and publishing them (each link): dioshim gc removes what they left once it is a minute old and its thread gone, and nothing else" {
+	local w n f dir
+	# A segment directory of this test's own: only its leftovers.
+	dir=$(mktemp -d /dev/shm/dioshim-crash.XXXXXX)
+	# The first link is the user's hint's, the second its group hint's
+	# (the first made by then), the next the segment's (both made).
+	for w in 1 2 2; do
+		DIOSHIM_SHM_DIR=$dir DIOSHIM_ENGAGE=always strace -f -qq -o /dev/null \
+			-e inject=linkat:signal=KILL:when=$w \
+			"$DIOSHIM" -- dd if=/dev/zero of="$F" bs=4k count=1 \
+			oflag=direct conv=notrunc 2>/dev/null || true
+	done
+	n=$(find "$dir" -name 'dioshim*.tmp*' | wc -l)
+	[ "$n" -eq 3 ]
+	# A segment among them.
+	find "$dir" -name 'dioshim.*.tmp*' | grep -q .
+	# Fresh: a maker may be at work.
+	run env DIOSHIM_SHM_DIR=$dir "$DIOSHIM" gc
+	[ "$(find "$dir" -name 'dioshim*.tmp*' | wc -l)" -eq "$n" ]
+	# A minute old, plus one whose thread is alive (this shell's).
+	cp "$(find "$dir" -name 'dioshim*.tmp*' | head -1)" "$dir/dioshim.1.2.tmp$$"
+	find "$dir" -name 'dioshim*.tmp*' -exec touch -d '2 minutes ago' {} +
+	run env DIOSHIM_SHM_DIR=$dir "$DIOSHIM" gc
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c "a shared file its maker died making: removed" <<<"$output")" -eq "$n" ]
+	[ "$(find "$dir" -name 'dioshim*.tmp*')" = "$dir/dioshim.1.2.tmp$$" ]
+	# The file is served again from the directory gc left.
+	rm -f "$dir/dioshim.1.2.tmp$$"
+	run env DIOSHIM_SHM_DIR=$dir DIOSHIM_ENGAGE=always "$DIOSHIM" "$HELPERS/t_appender" -t 2 -n 50 -c "$F.2"
+	[ "$status" -eq 0 ]
+	[ "$(real_size "$F.2")" -eq $((100 * 4096)) ]
+	rm -rf "$dir"
+}
+
 @test "each dioshim subcommand answers --help and refuses an option it does not know before doing anything: a killed writer's tail and segment stay" {
 	local seg sub
 	( "$DIOSHIM" "$HELPERS/segprobe" "$F" a ) 2>/dev/null || true
