@@ -19,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/sysmacros.h>
 #include <sys/mman.h>
+#include <time.h>
 
 /* ---- shared files: naming, checking, publishing ----------------------- */
 
@@ -266,6 +268,27 @@ void *shm_open_existing(const char *path, size_t size, bool writable,
  * Returns the mapping, or NULL with errno (EEXIST: someone else won).
  */
 
+/*
+ * The name of a shared file until it is published: NAME.tmpTID.RANDOM.
+ * Not the thread number alone: that repeats in every pid namespace, and
+ * two makers of one segment in two containers sharing the directory
+ * would each take the other's file for a dead thread's leftover.
+ */
+static void tmp_name(char *tmp, size_t cap, const char *path)
+{
+	struct timespec ts;
+	uint64_t r;
+
+	if (sys_getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = ((uint64_t)ts.tv_sec << 32 ^ (uint64_t)ts.tv_nsec) *
+			    0x9e3779b97f4a7c15ull ^
+		    (uint64_t)sys_gettid();
+	}
+	snprintf(tmp, cap, "%s.tmp%d.%016llx", path, (int)sys_gettid(),
+		 (unsigned long long)r);
+}
+
 void *shm_create_published(const char *path, size_t size,
 				  const struct shm_owner *own,
 				  void (*init)(void *, const void *),
@@ -273,20 +296,17 @@ void *shm_create_published(const char *path, size_t size,
 {
 	char tmp[PATH_MAX];
 	void *map;
-	int fd, err;
+	int fd, err, tries = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)sys_gettid());
-	fd = sys_openat(AT_FDCWD, tmp,
-			O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			0600);
-	if (fd < 0 && errno == EEXIST) {
-		/* A leftover of a dead thread with our tid: ours to remove. */
-		sys_unlink(tmp);
+	/* Never another maker's: a name taken is some live maker's, or a
+	 * leftover of a dead one (dioshim gc's to remove). */
+	do {
+		tmp_name(tmp, sizeof(tmp), path);
 		fd = sys_openat(AT_FDCWD, tmp,
 				O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 					O_CLOEXEC,
 				0600);
-	}
+	} while (fd < 0 && errno == EEXIST && ++tries < 4);
 	if (fd < 0)
 		return NULL;
 	/* Owner and group before the mode widens; every page allocated

@@ -141,3 +141,36 @@ ends_at_data() {
 		rm -f "$F" "$F.k"
 	done
 }
+
+# maker_in_namespace TAG DELAY_US WRITER: a lone appender (one thread, so
+# the same thread number in every namespace) in a pid namespace of its
+# own, held DELAY_US at its first link (its segment's, the hints being
+# made) between making the segment and publishing it.
+maker_in_namespace() {
+	unshare --pid --fork --mount-proc -- strace -f -qq -o /dev/null \
+		-e inject=linkat:delay_enter="$2":when=1 \
+		"$DIOSHIM" "$HELPERS/t_appender" -t 1 -n 100 -w "$3" \
+		-l "$T/l.$1" "$F" >"$T/out.$1" 2>&1
+}
+
+@test "two makers of one file's segment in two pid namespaces, with the same thread number, both between making and publishing it: one segment for both, every record of each in place, the size exact" {
+	command -v strace >/dev/null || skip "strace missing"
+	export DIOSHIM_ENGAGE=always
+	# The hints exist: the makers' first link is the segment's.
+	shim dd if=/dev/zero of="$F.warm" bs=4k count=1 oflag=direct status=none
+	: >"$F"
+	maker_in_namespace a 2000000 0 &
+	local a=$!
+	sleep 0.5
+	maker_in_namespace b 1000000 1 &
+	local b=$!
+	wait "$a"
+	wait "$b"
+	cat "$T/out.a" "$T/out.b"
+	run noshim "$HELPERS/t_verify" -S $((200 * 4096)) "$F" "$T/l.a" "$T/l.b"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$(grep "cannot create" "$T/log" 2>/dev/null)" ]
+	assert_no_segment "$F"
+	rm -f "$F.warm"
+}
