@@ -29,6 +29,7 @@
 #include "recover.h"
 #include "segment.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -377,26 +378,47 @@ static void gc_one(const char *segpath, uint64_t dev, uint64_t ino, void *arg)
 
 /*
  * A shared file (a segment, a hint) its maker never published:
- * "NAME.tmpTID", left by a maker killed between making it and linking it
- * in (shm_create_published).  It
- * is removed once its thread is gone and it is a minute old: a maker
- * takes microseconds, and one in another pid namespace (whose thread
- * number means nothing here) is long done by then.
+ * "NAME.tmpTID.RANDOM" (shm.c tmp_name; "NAME.tmpTID" before), left by a
+ * maker killed between making it and linking it in.  It is removed once
+ * it is a minute old and its thread is gone: a maker takes microseconds,
+ * and one in another pid namespace (whose thread number means nothing
+ * here) is long done by then.
  */
 #define LEFTOVER_AGE_SEC 60
 
+/* NAME.tmpTID[.16 hex digits], NAME a segment's or a hint's; its TID. */
+static long leftover_tid(const char *name)
+{
+	const char *tmp = strstr(name, ".tmp"), *p;
+	char published[NAME_MAX + 1];
+	uint64_t dev, ino;
+	long tid = 0;
+	int hex = 0;
+
+	if (!tmp || (size_t)(tmp - name) >= sizeof(published))
+		return 0;
+	memcpy(published, name, (size_t)(tmp - name));
+	published[tmp - name] = '\0';
+	if (!segment_name_parse(published, &dev, &ino) &&
+	    strncmp(published, DIOSHIM_HINT_PREFIX,
+		    strlen(DIOSHIM_HINT_PREFIX)))
+		return 0;
+	for (p = tmp + 4; *p >= '0' && *p <= '9' && tid < (1L << 30); p++)
+		tid = tid * 10 + (*p - '0');
+	if (p == tmp + 4 || tmp[4] == '0')
+		return 0;
+	if (*p == '.')
+		for (p++; hex < 16 && isxdigit((unsigned char)*p); p++)
+			hex++;
+	return !*p && (hex == 0 || hex == 16) && p[-1] != '.' ? tid : 0;
+}
+
 static void gc_leftover(int dfd, const char *dir, const char *name)
 {
-	const char *tmp = strrchr(name, '.');
+	long tid = leftover_tid(name);
 	struct stat st;
-	char *end;
-	long tid;
 
-	if (strncmp(name, "dioshim", 7) || !tmp || strncmp(tmp, ".tmp", 4))
-		return;
-	tid = strtol(tmp + 4, &end, 10);
-	if (*end || tid <= 0 ||
-	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+	if (!tid || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
 	    !S_ISREG(st.st_mode) ||
 	    st.st_mtime > time(NULL) - LEFTOVER_AGE_SEC ||
 	    !(kill((pid_t)tid, 0) && errno == ESRCH))
@@ -406,24 +428,35 @@ static void gc_leftover(int dfd, const char *dir, const char *name)
 		       dir, name);
 }
 
-/* The leftovers in dir and, from the top, in its group directories. */
-static void gc_leftovers(const char *dir, bool top)
+/* The leftovers in the directory open at dfd (closed here) and, from the
+ * top, in its group directories, never through a link (as the segment
+ * walk, shm.c). */
+static void gc_leftovers(int dfd, const char *dir, bool top)
 {
-	DIR *d = opendir(dir);
+	DIR *d = fdopendir(dfd);
 	struct dirent *e;
 	char sub[PATH_MAX];
+	int gfd;
 
-	if (!d)
+	if (!d) {
+		close(dfd);
 		return;
+	}
 	while ((e = readdir(d))) {
-		if (top && !strncmp(e->d_name, DIOSHIM_GROUP_PREFIX,
+		if (!top || strncmp(e->d_name, DIOSHIM_GROUP_PREFIX,
 				    strlen(DIOSHIM_GROUP_PREFIX))) {
-			if (snprintf(sub, sizeof(sub), "%s/%s", dir,
-				     e->d_name) < (int)sizeof(sub))
-				gc_leftovers(sub, false);
-		} else {
 			gc_leftover(dirfd(d), dir, e->d_name);
+			continue;
 		}
+		gfd = openat(dirfd(d), e->d_name,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (gfd < 0)
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name) <
+		    (int)sizeof(sub))
+			gc_leftovers(gfd, sub, false);
+		else
+			close(gfd);
 	}
 	closedir(d);
 }
@@ -431,6 +464,7 @@ static void gc_leftovers(const char *dir, bool top)
 static int gc(void)
 {
 	struct stat st;
+	int fd;
 
 	if (stat(config.shm_dir, &st)) {
 		fprintf(stderr, "dioshim: %s: %s\n", config.shm_dir,
@@ -439,7 +473,9 @@ static int gc(void)
 	}
 	gc_rc = 0;
 	segment_walk(gc_one, NULL);
-	gc_leftovers(config.shm_dir, true);
+	fd = open(config.shm_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		gc_leftovers(fd, config.shm_dir, true);
 	/* A hint left counting segments that are gone (a process killed
 	 * between counting one and making or removing it). */
 	segment_recount();

@@ -213,16 +213,34 @@ crash_round() {
 	# Fresh: a maker may be at work.
 	run env DIOSHIM_SHM_DIR=$dir "$DIOSHIM" gc
 	[ "$(find "$dir" -name 'dioshim*.tmp*' | wc -l)" -eq "$n" ]
-	# A minute old, plus one whose thread is alive (this shell's).
-	cp "$(find "$dir" -name 'dioshim*.tmp*' | head -1)" "$dir/dioshim.1.2.tmp$$"
-	find "$dir" -name 'dioshim*.tmp*' -exec touch -d '2 minutes ago' {} +
+	# Names fresh makers use: the thread's number and a random one.
+	find "$dir" -name 'dioshim*.tmp*' | grep -Eq '\.tmp[1-9][0-9]*\.[0-9a-f]{16}$'
+	# A minute old; beside them, what gc must leave: one whose thread is
+	# alive (this shell's), names no maker makes, and a group directory
+	# that is a link to another directory holding a leftover's name.
+	local keep=$BATS_TEST_TMPDIR/keep victim=$BATS_TEST_TMPDIR/victim
+	mkdir "$keep" "$victim"
+	for f in "dioshim.1.2.tmp$$" dioshim.tmp999999 dioshimZZ.tmp999999 \
+		'dioshim.1.2.tmp+999999' 'dioshim.1.2.tmp 999999' \
+		dioshim.1.2.tmp0999999 dioshim.1.2.tmp999999.0123 \
+		dioshim.1.2.tmp999999.; do
+		echo x >"$dir/$f"
+		echo x >"$keep/$f"
+	done
+	echo data >"$victim/dioshim.1.2.tmp999999"
+	ln -s "$victim" "$dir/dioshim-g4242"
+	find "$dir" "$victim" -name 'dioshim*.tmp*' -exec touch -h -d '2 minutes ago' {} +
 	run env DIOSHIM_SHM_DIR=$dir "$DIOSHIM" gc
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(grep -c "a shared file its maker died making: removed" <<<"$output")" -eq "$n" ]
-	[ "$(find "$dir" -name 'dioshim*.tmp*')" = "$dir/dioshim.1.2.tmp$$" ]
+	[ "$(cd "$dir" && find . -maxdepth 1 -name 'dioshim*.tmp*' | sort)" = \
+		"$(cd "$keep" && find . -name 'dioshim*.tmp*' | sort)" ]
+	[ -z "$(find "$dir" -mindepth 2 -name 'dioshim*.tmp*')" ]
+	[ -e "$victim/dioshim.1.2.tmp999999" ]
 	# The file is served again from the directory gc left.
-	rm -f "$dir/dioshim.1.2.tmp$$"
+	find "$dir" -maxdepth 1 -name 'dioshim*.tmp*' -delete
+	rm "$dir/dioshim-g4242"
 	run env DIOSHIM_SHM_DIR=$dir DIOSHIM_ENGAGE=always "$DIOSHIM" "$HELPERS/t_appender" -t 2 -n 50 -c "$F.2"
 	[ "$status" -eq 0 ]
 	[ "$(real_size "$F.2")" -eq $((100 * 4096)) ]
