@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,9 @@ void log_set_path(const char *path)
 	if (!n)
 		return;
 	if (path[0] != '/' && strcmp(path, "stderr")) {
-		if (sys_call(SYS_getcwd, log_path, sizeof(log_path)) <= 0) {
+		/* Not "(unreachable)/...": a directory outside the root. */
+		if (sys_call(SYS_getcwd, log_path, sizeof(log_path)) <= 0 ||
+		    log_path[0] != '/') {
 			log_path[0] = '\0';
 			return;
 		}
@@ -190,6 +193,34 @@ static bool fits_fsize(int fd, size_t n)
 	       (!S_ISREG(st.st_mode) || (uint64_t)st.st_size + n <= rl.rlim_cur);
 }
 
+/*
+ * One write(2) of a line with SIGPIPE and SIGXFSZ held off: a reader
+ * gone, or a file that reached RLIMIT_FSIZE since fits_fsize looked (or
+ * descriptor 2 at it), loses the line, never the program.  Either signal
+ * that this write raised, pending now only because it was held, is taken
+ * back; one pending before is left to the program.
+ */
+static void write_line(int fd, const char *line, size_t n)
+{
+	static const struct timespec now;
+	uint64_t hold = 1ull << (SIGPIPE - 1) | 1ull << (SIGXFSZ - 1);
+	uint64_t old, before = 0, after = 0, mine;
+
+	if (sys_rt_sigprocmask(SIG_BLOCK, &hold, &old, sizeof(hold))) {
+		sys_write(fd, line, n);
+		return;
+	}
+	sys_call(SYS_rt_sigpending, &before, sizeof(before));
+	if (sys_write(fd, line, n) < 0) {
+		sys_call(SYS_rt_sigpending, &after, sizeof(after));
+		mine = after & ~before & hold;
+		if (mine)
+			sys_call(SYS_rt_sigtimedwait, &mine, NULL, &now,
+				 sizeof(mine));
+	}
+	sys_rt_sigprocmask(SIG_SETMASK, &old, NULL, sizeof(old));
+}
+
 void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
 	       ...)
 {
@@ -221,7 +252,8 @@ void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
 	line[n++] = '\n';
 
 	if (!strcmp(log_path, "stderr")) {
-		sys_write(2, line, n);
+		if (fits_fsize(2, n))
+			write_line(2, line, n);
 	} else {
 		/* O_NONBLOCK: a FIFO with no reader, or one not read, loses
 		 * the line rather than stop the program. */
@@ -231,7 +263,7 @@ void log_event(enum log_event ev, const struct log_file *file, const char *fmt,
 				     0644);
 		if (fd >= 0) {
 			if (fits_fsize(fd, n))
-				sys_write(fd, line, n);
+				write_line(fd, line, n);
 			sys_close(fd);
 		}
 	}

@@ -167,7 +167,7 @@ lines() { grep -F -- "$1 $2"$'\t' "$T/parsed" || true; }
 	DIOSHIM_LOG=$T/stderr log_parse "$T/stderr" | grep -q "DIOSHIM_STRIPES=3"
 }
 
-@test "DIOSHIM_LOG a FIFO nobody reads: the program runs, the lines are lost; a relative DIOSHIM_LOG stays where the program began after it changes directory" {
+@test "DIOSHIM_LOG a FIFO nobody reads, stderr a pipe gone or a file at RLIMIT_FSIZE: the program runs, the lines are lost; a relative DIOSHIM_LOG stays where the program began after it changes directory" {
 	mkfifo "$T/fifo"
 	run timeout 20 env DIOSHIM_LOG="$T/fifo" DIOSHIM_STRIPES=3 \
 		"$DIOSHIM" -- sh -c 'echo ran'
@@ -175,6 +175,18 @@ lines() { grep -F -- "$1 $2"$'\t' "$T/parsed" || true; }
 	[ "$output" = ran ]
 	mkdir -p "$T/a/b"
 	cd "$T/a"
+	# Standard error a pipe nobody reads any more (SIGPIPE), or a file
+	# at RLIMIT_FSIZE (SIGXFSZ): the line is lost, the program lives.
+	run bash -c '( sleep 0.3; DIOSHIM_LOG=stderr DIOSHIM_STRIPES=3 \
+		exec "$0" -- sh -c "echo ran >&3" ) 2>&1 3>"$1" | true
+		echo "${PIPESTATUS[0]}"' "$DIOSHIM" "$T/ran"
+	[ "$output" = 0 ]
+	[ "$(cat "$T/ran")" = ran ]
+	head -c 2048 /dev/zero >"$T/err"
+	run bash -c 'ulimit -f 2 && DIOSHIM_LOG=stderr DIOSHIM_STRIPES=3 \
+		exec "$0" -- true 2>>"$1"' "$DIOSHIM" "$T/err"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %s "$T/err")" -eq 2048 ]
 	# Under the launcher: one file for every process of the command.
 	DIOSHIM_LOG=rel.log DIOSHIM_STRIPES=3 shim sh -c 'cd b && exec env DIOSHIM_STRIPES=5 sh -c "cd .. && cd b && true"'
 	[ ! -e "$T/a/b/rel.log" ]
