@@ -226,7 +226,7 @@ build_package() {
 	wait "$held" || true
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"processes still run under the shim: "*"$held "* ]]
+	grep -Eq "processes still run under the shim:( [0-9]+)* $held( |\$)" <<<"$output"
 	run dpkg -P dioshim
 	echo "$output"
 	[ "$status" -eq 0 ]
