@@ -33,8 +33,7 @@ power_cut() {
 }
 come_back() {
 	rm -f "$DIOSHIM_SHM_DIR"/dioshim.*
-	umount "$SCRATCH_MNT"
-	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	scratch_remount
 }
 
 # kill -9 up to N of PID's children, at random moments, leaving one.

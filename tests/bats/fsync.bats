@@ -28,7 +28,7 @@ grow_sync_cut() {
 	xfs_io -x -c shutdown "$SCRATCH_MNT"
 	kill -9 "$pid"; wait "$pid" || true
 	rm -f "$DIOSHIM_SHM_DIR"/dioshim.*
-	umount "$SCRATCH_MNT"; mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	scratch_remount
 	run "$DIOSHIM" recover "$F"
 	echo "$output"
 	[ "$status" -eq 0 ]

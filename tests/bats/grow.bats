@@ -177,8 +177,7 @@ crash_and_compare() {
 		xfs_io -x -c shutdown "$SCRATCH_MNT"
 		kill_writers
 		rm -f "$DIOSHIM_SHM_DIR"/dioshim.*
-		umount "$SCRATCH_MNT"
-		mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+		scratch_remount
 	else
 		kill_writers
 	fi

@@ -84,6 +84,19 @@ fs_require() {
 	[ -n "${SCRATCH_MNT:-}" ] || skip "no scratch filesystem"
 }
 
+# Unmount the scratch filesystem after a power cut (xfs_io shutdown) and
+# mount it again: a killed writer may still be leaving the dead
+# filesystem for a moment (umount: busy).
+scratch_remount() {
+	local i
+	for i in $(seq 100); do
+		umount "$SCRATCH_MNT" 2>/dev/null && break
+		sleep 0.1
+	done
+	! mountpoint -q "$SCRATCH_MNT" || umount "$SCRATCH_MNT"
+	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+}
+
 # The size of a file as a process outside the shim sees it.
 real_size() { noshim stat -c %s "$1"; }
 

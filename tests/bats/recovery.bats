@@ -28,8 +28,7 @@ power_cut_and_back() {
 	xfs_io -x -c shutdown "$SCRATCH_MNT"
 	kill_writers
 	rm -f "$DIOSHIM_SHM_DIR"/dioshim.*
-	umount "$SCRATCH_MNT"
-	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	scratch_remount
 }
 
 # Keep FILE's pages cached and mapped by a process outside the shim.
@@ -149,8 +148,7 @@ kill_and_compare() {
 	kill_writers
 	# The segment stays (a filesystem that went down and came back
 	# without a reboot): a new mount, not the one its words were of.
-	umount "$SCRATCH_MNT"
-	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	scratch_remount
 	recover_by open "$F"
 	echo "shim: $(real_size "$F") (synced $(synced "$F"))"
 	[ "$(real_size "$F")" -eq "$(synced "$F")" ]
