@@ -85,16 +85,24 @@ fs_require() {
 }
 
 # Unmount the scratch filesystem after a power cut (xfs_io shutdown) and
-# mount it again: a killed writer may still be leaving the dead
-# filesystem for a moment (umount: busy).
+# mount it again, until it is a new mount, alive.  A killed
+# writer may still be leaving the dead filesystem for a moment (umount:
+# busy); and a mount namespace another suite made meanwhile (unshare
+# --mount-proc, containers.bats) holds a copy of every mount, which keeps
+# the shut-down filesystem alive after our umount: mounting the device
+# again would give it back, dead.  So: again, until that namespace ends.
 scratch_remount() {
 	local i
-	for i in $(seq 100); do
-		umount "$SCRATCH_MNT" 2>/dev/null && break
+	for i in $(seq 300); do
+		umount "$SCRATCH_MNT" 2>/dev/null ||
+			{ sleep 0.1; continue; }
+		mount "$SCRATCH_DEV" "$SCRATCH_MNT" || return 1
+		# A shut-down filesystem refuses even a directory read.
+		ls -a "$SCRATCH_MNT" >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
-	! mountpoint -q "$SCRATCH_MNT" || umount "$SCRATCH_MNT"
-	mount "$SCRATCH_DEV" "$SCRATCH_MNT"
+	echo "scratch_remount: $SCRATCH_MNT still dead or busy" >&2
+	return 1
 }
 
 # The size of a file as a process outside the shim sees it.
