@@ -205,9 +205,10 @@ struct aop *aop_claim(struct batch *b, struct aring *r,
 	if (!a && b->full && r->kind == RING_AIO)
 		return NULL; /* aio_submit_some submits what it holds */
 	if (!a) {
-		log_once_file(LOG_FALLBACK, LOG_FD(fd),
-			 "a queued write cannot be tracked (no memory, or the "
-			 "file's barrier is unusable): it goes as issued");
+		log_once_file(
+			LOG_FALLBACK, LOG_FD(fd),
+			"a queued write cannot be tracked (no memory, or the "
+			"file's barrier is unusable): it goes as issued");
 		return NULL;
 	}
 	/* Counted in flight before it claims: a move (move.h) that starts

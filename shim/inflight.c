@@ -293,9 +293,10 @@ static bool barrier_repair(struct shim_file *f, int fd)
 	bool recovered;
 
 	if (fd < 0) {
-		log_once_file(LOG_FALLBACK, LOG_SEG(seg),
-			 "a size change was cut short: the words wait for a "
-			 "caller with a descriptor; passing through");
+		log_once_file(
+			LOG_FALLBACK, LOG_SEG(seg),
+			"a size change was cut short: the words wait for a "
+			"caller with a descriptor; passing through");
 		return false;
 	}
 	drain(seg);

@@ -178,9 +178,10 @@ static void finish_close(struct shim_file *f, int fd)
 	atomic_store(&seg->move.state, MOVE_IDLE);
 	move_changed(seg);
 	if (to < end)
-		log_once_file(LOG_ERROR, LOG_FD(fd),
-			 "appends moved down by %llu bytes over failed ones",
-			 (unsigned long long)(end - to));
+		log_once_file(
+			LOG_ERROR, LOG_FD(fd),
+			"appends moved down by %llu bytes over failed ones",
+			(unsigned long long)(end - to));
 	/* The appends moved may have extended the kernel's size (exact
 	 * ones): the reserved tail past eof needs its record. */
 	segment_moved(f, fd);
@@ -421,8 +422,8 @@ int64_t move_publish(struct shim_file *f, int fd, uint64_t off, uint64_t end,
 	 * passed over. */
 	if (done < len && !void_add(seg, off + done, end)) {
 		log_once_file(LOG_ERROR, LOG_FD(fd),
-			 "too many failed appends in one move: a range of "
-			 "zeros is left");
+			      "too many failed appends in one move: a range of "
+			      "zeros is left");
 		zero_range(f, fd, target + done, target + len);
 		done = len;
 	}

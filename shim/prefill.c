@@ -187,9 +187,9 @@ static enum fill fill(struct shim_file *f, int fd, uint64_t i, uint64_t chunk,
 		/* ENOSPC, EDQUOT, no fallocate: the write goes as it is, into
 		 * its hole. */
 		log_once_file(LOG_ERROR, LOG_FD(fd),
-			 "prefill of %llu bytes failed (%s): writing into "
-			 "holes",
-			 (unsigned long long)chunk, strerror(errno));
+			      "prefill of %llu bytes failed (%s): writing into "
+			      "holes",
+			      (unsigned long long)chunk, strerror(errno));
 		r = FILL_FAILED;
 	} else {
 		if (end == start + chunk)

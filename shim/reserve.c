@@ -169,10 +169,11 @@ static uint64_t phys_resync(struct dioshim_seg *seg, int fd, uint64_t phys)
 	struct stat st;
 
 	if (sys_fstat(fd, &st) == 0 && (uint64_t)st.st_size != phys) {
-		log_once_file(LOG_OUTSIDE, LOG_SEGFD(seg, fd),
-			 "size moved outside the shim (%llu, expected %llu)",
-			 (unsigned long long)st.st_size,
-			 (unsigned long long)phys);
+		log_once_file(
+			LOG_OUTSIDE, LOG_SEGFD(seg, fd),
+			"size moved outside the shim (%llu, expected %llu)",
+			(unsigned long long)st.st_size,
+			(unsigned long long)phys);
 		phys = (uint64_t)st.st_size;
 		atomic_store(&seg->phys, phys);
 		/* Whatever moved it may have written there. */
@@ -258,6 +259,17 @@ static uint64_t reserve_target(struct dioshim_seg *seg, uint64_t off,
 	return new_phys;
 }
 
+/* What the filesystem lacks (why) rules out a reservation for good:
+ * extending writes of seg's file go to the kernel as issued. */
+static void reserve_never(struct dioshim_seg *seg, int fd, const char *why)
+{
+	atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
+	log_event(LOG_FALLBACK, LOG_SEGFD(seg, fd),
+		  "%s: extending writes of this file go to the kernel as "
+		  "issued",
+		  why);
+}
+
 /* The record of a reservation up to new_phys, written before it, so the
  * journal commits it no later than the size it describes; no record, no
  * reservation (false): a crash could leave a tail that recovery would
@@ -268,14 +280,11 @@ static bool record_ahead(struct dioshim_seg *seg, int fd, uint64_t eof,
 	if (record_write(fd, eof, new_phys))
 		return true;
 	if (errno == EOPNOTSUPP || errno == ENOTSUP) {
-		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-		log_event(LOG_FALLBACK, LOG_SEGFD(seg, fd),
-			  "no user xattrs here: extending writes of this "
-			  "file go to the kernel as issued");
+		reserve_never(seg, fd, "no user xattrs here");
 	} else {
 		log_once_file(LOG_EXACT, LOG_SEGFD(seg, fd),
-			 "cannot record eof (%s): writing exactly",
-			 strerror(errno));
+			      "cannot record eof (%s): writing exactly",
+			      strerror(errno));
 	}
 	return false;
 }
@@ -300,15 +309,12 @@ static void reserve_failed(struct shim_file *f, int fd, uint64_t phys,
 	}
 	seg->reserve_failed_ns = now;
 	if (err == EOPNOTSUPP) {
-		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_NO_RESERVE);
-		log_event(LOG_FALLBACK, LOG_SEGFD(seg, fd),
-			  "fallocate unsupported: extending writes of "
-			  "this file go to the kernel as issued");
+		reserve_never(seg, fd, "fallocate unsupported");
 	} else {
 		log_once_file(LOG_EXACT, LOG_SEGFD(seg, fd),
-			 "reservation of %llu bytes failed (%s): "
-			 "writing exactly",
-			 (unsigned long long)len, strerror(err));
+			      "reservation of %llu bytes failed (%s): "
+			      "writing exactly",
+			      (unsigned long long)len, strerror(err));
 	}
 }
 
@@ -645,7 +651,8 @@ bool record_refresh(struct shim_file *f, int fd)
 	} else {
 		atomic_fetch_or(&seg->flags, DIOSHIM_SEGF_SIZE_NO_DATA);
 		log_once_file(LOG_ERROR, LOG_SEGFD(seg, fd),
-			 "cannot record eof at sync (%s)", strerror(errno));
+			      "cannot record eof at sync (%s)",
+			      strerror(errno));
 	}
 	seg_unlock(&seg->ext_lock);
 	return ok;
@@ -671,9 +678,10 @@ void reserve_after_move(struct shim_file *f, int fd)
 			atomic_store(&seg->recorded_eof, rec);
 			atomic_store(&seg->recorded_phys, phys);
 		} else {
-			log_once_file(LOG_ERROR, LOG_SEGFD(seg, fd),
-				 "cannot record eof after moving appends (%s)",
-				 strerror(errno));
+			log_once_file(
+				LOG_ERROR, LOG_SEGFD(seg, fd),
+				"cannot record eof after moving appends (%s)",
+				strerror(errno));
 		}
 	}
 	reserve_charge(seg);

@@ -199,9 +199,9 @@ bool lazy_back(struct dioshim_seg *seg, const void *p, size_t len)
 	if (sys_madvise((char *)seg + DIOSHIM_LAZY_OFF + (size_t)first * 4096,
 		    (size_t)(last - first + 1) * 4096, MADV_POPULATE_WRITE)) {
 		log_once_file(LOG_ERROR, LOG_SEG(seg),
-			 "shared memory for the extent-lock table or the "
-			 "prefill bitmap unavailable (%s): doing without",
-			 strerror(errno));
+			      "shared memory for the extent-lock table or the "
+			      "prefill bitmap unavailable (%s): doing without",
+			      strerror(errno));
 		return false;
 	}
 	atomic_fetch_or_explicit(&seg->lazy_backed, want, memory_order_release);

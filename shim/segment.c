@@ -424,8 +424,8 @@ static int attach_make(struct attach *a)
 	if (errno == EEXIST)
 		return ATTACH_AGAIN;
 	log_once_file(LOG_FALLBACK, ATTACH_LOG(a),
-		  "%s: cannot create (%s): passing through", a->path,
-		  strerror(errno));
+		      "%s: cannot create (%s): passing through", a->path,
+		      strerror(errno));
 	/* No segment (a full directory): we write the file as it is, so no
 	 * one may reserve in it while we live.  Announced as a guest, then
 	 * looked at again: a segment made meanwhile is joined (and made
